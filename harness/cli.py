@@ -1,0 +1,146 @@
+"""The `harness` command: run one benchmark, detect hardware, check threshold files, run the suite."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """A mistake on the command line: printed as one line, exit status 2."""
+
+
+def _gpu_present() -> bool:
+    # NVML, not torch.cuda: it answers without creating a CUDA context in this process.
+    from harness.hardware import detect
+
+    return detect().device == "cuda"
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run one DDP benchmark and write its record",
+                       description="Run one DDP benchmark through torchrun and write its run record (JSON).")
+    p.add_argument("--model", required=True, help="a registry model, e.g. resnet50, vit_b_16, bert_large, resnet18")
+    p.add_argument("--precision", default="bf16", choices=("fp32", "fp16", "bf16"))
+    p.add_argument("--gpus", type=int, default=1, help="GPUs (CPU ranks with --device cpu) per node")
+    p.add_argument("--scaling", default="weak", choices=("weak", "strong"))
+    p.add_argument("--batch-size", type=int, help="per-GPU batch size (weak scaling)")
+    p.add_argument("--global-batch-size", type=int, help="global batch size (strong scaling)")
+    p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when a GPU is present, else cpu (gloo)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of measured window (default 10)")
+    p.add_argument("--warmup", type=float, default=5.0, help="minimum warmup seconds (default 5)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--peak-tflops", type=float, help="dense peak TFLOP/s per GPU, for MFU")
+    p.add_argument("--timeout", type=float, default=900.0, help="kill the run after this many seconds (default 900)")
+    p.add_argument("--sync-each-step", action="store_true",
+                   help="diagnostic: read the loss on the host every step, to measure what that costs")
+    p.add_argument("--output", type=Path, default=Path("run.json"), help="record path (default run.json); "
+                   "rank logs go to <output>.logs/")
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    from harness.launch import BenchmarkSpec, run_benchmark
+
+    device = ns.device or ("cuda" if _gpu_present() else "cpu")
+    if ns.scaling == "weak" and ns.batch_size is None:
+        raise UsageError("weak scaling needs --batch-size (per GPU)")
+    if ns.scaling == "strong" and ns.global_batch_size is None:
+        raise UsageError("strong scaling needs --global-batch-size")
+    try:
+        spec = BenchmarkSpec(
+            model=ns.model, precision=ns.precision, gpus_per_node=ns.gpus, scaling=ns.scaling,
+            batch_size_per_gpu=ns.batch_size if ns.scaling == "weak" else None,
+            global_batch_size=ns.global_batch_size if ns.scaling == "strong" else None,
+            device=device, warmup_seconds=ns.warmup, measure_seconds=ns.duration, compile=ns.compile,
+            peak_tflops=ns.peak_tflops, sync_each_step=ns.sync_each_step, timeout_s=ns.timeout,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    output: Path = ns.output
+    run_dir = output.with_name(output.name + ".logs") if output.suffix != ".logs" else output
+    record = run_benchmark(spec, run_dir)
+    from harness.records import write_record
+
+    write_record(output, record)
+    print(summary_line(record))
+    print(f"record: {output}   logs: {run_dir}/")
+    return 0 if record.ok else 1
+
+
+def summary_line(record) -> str:
+    case = f"{record.model} {record.precision} {record.scaling} x{record.world_size} ({record.device_kind})"
+    if not record.ok and record.throughput_per_gpu is None:
+        return f"{record.status.upper():7s} {case}: {record.failure.reason if record.failure else ''}"
+    parts = [f"{record.status.upper():7s} {case}:",
+             f"{record.throughput_per_gpu:,.1f} {record.sample_unit}/s per GPU",
+             f"({record.throughput_total:,.1f} total)"]
+    if record.throughput_ci95_rel is not None:
+        parts.append(f"CI95 ±{record.throughput_ci95_rel * 100:.2f}%")
+    if record.step_time_ms:
+        parts.append(f"step {record.step_time_ms.mean_ms:.1f} ms (CV {record.step_time_ms.cv * 100:.2f}%)")
+    if record.mfu is not None:
+        parts.append(f"MFU {record.mfu * 100:.1f}%")
+    if record.straggler_ratio is not None and record.world_size > 1:
+        parts.append(f"straggler {record.straggler_ratio:.3f}")
+    if record.peak_memory_gib is not None:
+        parts.append(f"peak mem {record.peak_memory_gib:.1f} GiB")
+    if record.failure:
+        parts.append(f"— {record.failure.reason}")
+    return " ".join(parts)
+
+
+def _add_detect(sub) -> None:
+    p = sub.add_parser("detect", help="print the detected GPUs and the threshold profile that would be used")
+    p.add_argument("--hardware", help="use this profile name instead of matching")
+    p.add_argument("--thresholds-dir", help="directory of threshold profiles (default: the shipped ones)")
+
+
+def cmd_detect(ns: argparse.Namespace) -> int:
+    from harness.hardware import cli_detect
+
+    return cli_detect(ns.hardware, ns.thresholds_dir)
+
+
+def _add_thresholds(sub) -> None:
+    p = sub.add_parser("thresholds", help="threshold profile tools")
+    tsub = p.add_subparsers(dest="thresholds_command", required=True)
+    check = tsub.add_parser("check", help="validate threshold files (default: every shipped profile)")
+    check.add_argument("files", nargs="*")
+
+
+def cmd_thresholds(ns: argparse.Namespace) -> int:
+    from harness.thresholds import cli_check
+
+    return cli_check(ns.files)
+
+
+COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from harness import __version__
+
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_detect(sub)
+    _add_thresholds(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[ns.command](ns)
+    except UsageError as exc:
+        print(f"harness {ns.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"harness {ns.command}: interrupted; every process it started has been stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Fault injection for tests: make one rank crash, hang or produce NaN at a chosen step.
+
+A testing aid, inert unless ``HARNESS_FAULT`` is set in the worker's environment:
+
+    HARNESS_FAULT="kind=kill,rank=1,phase=measure,step=5"
+
+kind: ``kill`` (SIGKILL to itself), ``crash`` (raise an exception), ``hang`` (SIGSTOP to itself,
+as a wedged process looks from outside), ``nan`` (the loss becomes NaN), ``oom`` (raise the
+framework's out-of-memory error). phase: ``warmup`` or ``measure``; step counts from 0 within it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+ENV_VAR = "HARNESS_FAULT"
+KINDS = ("kill", "crash", "hang", "nan", "oom")
+PHASES = ("warmup", "measure")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fault:
+    kind: str
+    rank: int
+    phase: str
+    step: int
+
+    def due(self, rank: int, phase: str, step: int) -> bool:
+        return rank == self.rank and phase == self.phase and step == self.step
+
+
+def parse_fault(text: str) -> Fault:
+    """Parse ``kind=...,rank=...,phase=...,step=...``; a bad value names itself and the allowed ones."""
+    fields: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"{ENV_VAR}={text!r}: expected key=value pairs separated by commas, got {part!r}")
+        fields[key.strip()] = value.strip()
+    unknown = set(fields) - {"kind", "rank", "phase", "step"}
+    if unknown:
+        raise ValueError(f"{ENV_VAR}={text!r}: unknown keys {sorted(unknown)}; allowed: kind, rank, phase, step")
+    kind = fields.get("kind", "")
+    if kind not in KINDS:
+        raise ValueError(f"{ENV_VAR}={text!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    phase = fields.get("phase", "measure")
+    if phase not in PHASES:
+        raise ValueError(f"{ENV_VAR}={text!r}: phase {phase!r} is not one of {', '.join(PHASES)}")
+    try:
+        rank = int(fields.get("rank", "0"))
+        step = int(fields.get("step", "0"))
+    except ValueError:
+        raise ValueError(f"{ENV_VAR}={text!r}: rank and step must be integers") from None
+    return Fault(kind=kind, rank=rank, phase=phase, step=step)
+
+
+def fault_from_env() -> Fault | None:
+    text = os.environ.get(ENV_VAR)
+    return parse_fault(text) if text else None
+
+
+def trigger(fault: Fault) -> None:
+    """Carry out a due fault that acts on the process (kill, crash, hang, oom); nan is the caller's."""
+    if fault.kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault.kind == "hang":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif fault.kind == "crash":
+        raise RuntimeError(f"injected crash ({ENV_VAR}) at {fault.phase} step {fault.step}")
+    elif fault.kind == "oom":
+        import torch
+
+        raise torch.OutOfMemoryError(f"injected out-of-memory ({ENV_VAR}) at {fault.phase} step {fault.step}")

@@ -1,0 +1,215 @@
+"""The run record: what one benchmark launch measured, as frozen dataclasses and versioned JSON.
+
+This is the contract between the worker (which writes it), the launcher (which writes it when
+the worker could not), the verdict, the report and calibration (which read it). Bump
+``SCHEMA_VERSION`` on any change a reader would notice, and teach ``from_dict`` the old shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+Status = Literal["ok", "failed", "timeout", "invalid"]
+Scaling = Literal["weak", "strong"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepTimeStats:
+    """Distribution of step times over the measured window (milliseconds)."""
+
+    mean_ms: float
+    median_ms: float
+    p95_ms: float
+    p99_ms: float
+    cv: float
+    """Coefficient of variation (stdev / mean), a fraction."""
+    steps: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RankStats:
+    rank: int
+    local_rank: int
+    host: str
+    gpu_index: int | None
+    """Physical GPU index on its host (CUDA_VISIBLE_DEVICES applied); None on CPU."""
+    gpu_uuid: str | None
+    device_name: str
+    step_time: StepTimeStats
+    window_s: float
+    """Wall time of this rank's measured window (seconds)."""
+    compute_step_ms: float | None
+    """Mean step time with gradient synchronisation off (DDP no_sync): this rank's own speed,
+    which the synchronised steps hide because every rank waits for the slowest."""
+    peak_memory_gib: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Straggler:
+    """Slowest vs fastest rank by their unsynchronised compute step time."""
+
+    ratio: float
+    slowest_rank: int
+    slowest_host: str
+    slowest_gpu_index: int | None
+    fastest_rank: int
+    fastest_host: str
+    fastest_gpu_index: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Versions:
+    torch: str
+    cuda: str | None
+    nccl: str | None
+    driver: str | None
+    python: str
+    harness: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Failure:
+    reason: str
+    """One line a person can act on, e.g. 'rank 1 (host a, GPU 3) exited with signal SIGKILL'."""
+    phase: str | None = None
+    """Where it happened: setup, warmup, measure, report."""
+    rank: int | None = None
+    log_tails: dict[str, str] = field(default_factory=dict)
+    """Last lines of each rank's log (and the launcher's), keyed by log name."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    model: str
+    precision: str
+    scaling: Scaling
+    world_size: int
+    nodes: int
+    device_kind: Literal["cuda", "cpu"]
+    batch_size_per_gpu: int
+    global_batch_size: int
+    compile: bool = False
+    status: Status
+    failure: Failure | None = None
+    sample_unit: str = "samples"
+    # Performance; None when the run produced no measurement.
+    throughput_per_gpu: float | None = None
+    """Samples per second per GPU (rank): throughput_total / world_size."""
+    throughput_total: float | None = None
+    """Samples per second: global samples of the window / the slowest rank's window time."""
+    throughput_ci95_rel: float | None = None
+    """Half-width of the 95 % confidence interval of throughput, relative (0.01 = ±1 %),
+    from batch means, because consecutive step times are correlated."""
+    ci_blocks: int | None = None
+    step_time_ms: StepTimeStats | None = None
+    """Pooled over ranks' measured steps."""
+    per_rank: tuple[RankStats, ...] = ()
+    straggler: Straggler | None = None
+    straggler_ratio: float | None = None
+    peak_memory_gib: float | None = None
+    tflops_per_gpu: float | None = None
+    mfu: float | None = None
+    """Model FLOPs utilisation: tflops_per_gpu / the profile's dense peak; None without a peak."""
+    peak_tflops: float | None = None
+    loss_finite: bool | None = None
+    final_loss: float | None = None
+    warmup_steps: int | None = None
+    warmup_s: float | None = None
+    measured_steps: int | None = None
+    measure_s: float | None = None
+    device_name: str | None = None
+    hosts: tuple[str, ...] = ()
+    versions: Versions | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)
+    """Where the launch's wall time went: process start, imports, init, build, warmup, measure."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """What the worker was asked to do (durations, seeds, DDP options), for reproduction."""
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"run record schema_version {version!r} is not supported (this harness reads {SCHEMA_VERSION}); "
+                "rebuild it with the harness version that wrote it"
+            )
+        return _build(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunRecord":
+        return cls.from_dict(json.loads(text))
+
+
+def _build(cls: type, data: Any) -> Any:
+    """Rebuild a (nested) frozen dataclass from ``asdict`` output, guided by its type hints."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _coerce(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            if arg is not type(None):
+                return _coerce(arg, value)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value)
+    if origin is tuple:
+        return tuple(_coerce(args[0], item) for item in value)
+    if origin is dict and args and args[0] is int:
+        return {int(k): v for k, v in value.items()}
+    return value
+
+
+def write_json_atomic(path: Path, text: str) -> None:
+    """Write-then-rename, so a reader never sees half a file even if we die mid-write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(path: Path, record: RunRecord) -> None:
+    write_json_atomic(path, record.to_json() + "\n")
+
+
+def read_record(path: Path) -> RunRecord:
+    return RunRecord.from_json(Path(path).read_text())
