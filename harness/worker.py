@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> WorkerArgs:
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--run-id", required=True)
     ns = parser.parse_args(argv)
-    max_warmup = ns.max_warmup_seconds if ns.max_warmup_seconds is not None else 3 * ns.warmup_seconds + 60
+    max_warmup = ns.max_warmup_seconds if ns.max_warmup_seconds is not None else 2 * ns.warmup_seconds + 5
     return WorkerArgs(
         model=ns.model, precision=ns.precision, scaling=ns.scaling,
         batch_size_per_gpu=ns.batch_size_per_gpu, global_batch_size=ns.global_batch_size, device=ns.device,
@@ -173,7 +173,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from harness import faults
+    from harness import faults, recipe
     from harness.models import get_model
 
     t_imported = time.time()
@@ -217,11 +217,9 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
         gradient_as_bucket_view=True,
     )
     train_model = torch.compile(ddp) if args.compile else ddp
-    # fused=True lets GradScaler hand its inf check to the optimizer kernel; the unfused path
-    # reads found_inf on the host every step, a sync we must not have in the timed window.
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3, momentum=0.9, fused=True)
-    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
-    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
+    optimizer = recipe.make_optimizer(ddp.parameters(), args.precision)
+    amp_dtype = recipe.autocast_dtype(args.precision)
+    scaler = recipe.make_scaler(args.precision, device)
     inputs, targets = spec.synthetic_batch(args.batch_size_per_gpu, device)
     loss_sum = torch.zeros((), device=device, dtype=torch.float32)
 
@@ -337,12 +335,30 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     dist.destroy_process_group()
 
 
+def warmup_done(*, steps: int, block_means_ms: list[float], since_first_block_s: float, min_steps: int,
+                warmup_s: float, max_warmup_s: float, steady_tolerance: float = 0.05) -> bool:
+    """Whether this rank would stop warming up (pure, unit-tested).
+
+    The first block holds the one-time costs (cuDNN autotuning, torch.compile, allocator growth),
+    so the clocks start after it: at least ``warmup_s`` more and ``min_steps`` in total, until two
+    consecutive blocks agree within ``steady_tolerance``; but never more than ``max_warmup_s``
+    after the first block, because a noisy host (a shared CPU) may never look steady.
+    """
+    if since_first_block_s >= max_warmup_s:
+        return True
+    if steps < min_steps or since_first_block_s < warmup_s or len(block_means_ms) < 3:
+        return False
+    previous, last = block_means_ms[-2], block_means_ms[-1]
+    return abs(last - previous) <= steady_tolerance * previous
+
+
 def _warm_up(args: WorkerArgs, train_step, sync, all_reduce, dist, loss_sum) -> tuple[int, float, float]:
     """Run warmup blocks until every rank agrees it is done; return (steps, last block ms/step, s)."""
     steps = 0
     block_means_ms: list[float] = []
     sync()
     start = time.perf_counter()
+    first_block_end = None
     while True:
         block_start = time.perf_counter()
         for _ in range(args.warmup_block_steps):
@@ -351,13 +367,13 @@ def _warm_up(args: WorkerArgs, train_step, sync, all_reduce, dist, loss_sum) -> 
         sync()  # warmup is not measured: a sync per block is how we see time pass
         now = time.perf_counter()
         block_means_ms.append((now - block_start) * 1000.0 / args.warmup_block_steps)
-        elapsed_s = now - start
-        steady = len(block_means_ms) >= 2 and abs(block_means_ms[-1] - block_means_ms[-2]) <= 0.05 * block_means_ms[-2]
-        done_here = (steps >= args.min_warmup_steps and elapsed_s >= args.warmup_seconds and steady) or (
-            elapsed_s >= args.max_warmup_seconds)
+        first_block_end = first_block_end or now
+        done_here = warmup_done(steps=steps, block_means_ms=block_means_ms, since_first_block_s=now - first_block_end,
+                                min_steps=args.min_warmup_steps, warmup_s=args.warmup_seconds,
+                                max_warmup_s=args.max_warmup_seconds)
         # Every rank must run the same number of steps, or DDP's all-reduces stop pairing up.
         if all_reduce(1.0 if done_here else 0.0, dist.ReduceOp.MIN) >= 1.0:
-            return steps, block_means_ms[-1], elapsed_s
+            return steps, block_means_ms[-1], now - start
 
 
 def _compute_probe(steps: int, ddp, forward_backward, optimizer, sync, device) -> float:
@@ -486,6 +502,7 @@ def _versions(torch):
 def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict], warmup_steps: int,
                  warmup_s: float, measured_steps: int, phases_s: dict[str, float], versions, nodes: int):
     """Turn every rank's raw timings into the run record (pure: no torch, unit-testable)."""
+    from harness import recipe
     from harness.records import RankStats, RunRecord
     from harness.stats import step_time_stats, straggler, throughput_ci95_rel
 
@@ -532,7 +549,7 @@ def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict
             "warmup_seconds": args.warmup_seconds, "max_warmup_seconds": args.max_warmup_seconds,
             "min_warmup_steps": args.min_warmup_steps, "measure_seconds": args.measure_seconds,
             "min_measure_steps": args.min_measure_steps, "compute_probe_steps": args.compute_probe_steps,
-            "sync_each_step": args.sync_each_step, "optimizer": "SGD(lr=1e-3, momentum=0.9, fused)",
+            "sync_each_step": args.sync_each_step, "optimizer": recipe.describe(args.precision),
             "host_window_s_slowest": slowest["host_window_s"],
         },
         started_at=datetime.fromtimestamp(_launch_epoch(_PROCESS_START), timezone.utc).isoformat(timespec="seconds"),

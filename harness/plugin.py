@@ -1,0 +1,417 @@
+"""The pytest plugin: turns a threshold profile into parametrized acceptance tests and runs them.
+
+Registered through the ``pytest11`` entry point, so it is loaded in every pytest session, but it
+stays inert unless the session is an acceptance session: ``harness_acceptance = true`` in the
+ini file (acceptance/pytest.ini sets it). Then, before any test runs, it validates every
+threshold file, detects the hardware, picks the profile and makes ``reports/<run-id>/``; any
+problem there is one clear error and no benchmark starts.
+
+Options share the prefix ``--harness-``; the everyday ones also have the short spellings the
+README uses (``--hardware``, ``--models``, ``--precisions``, ``--gpus``). Session state lives in
+``config.stash``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from harness.records import RunRecord
+
+SESSION_KEY = pytest.StashKey["HarnessSession"]()
+RESULT_KEY = pytest.StashKey["CaseResult"]()
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("harness_acceptance", type="bool", default=False,
+                  help="run this pytest session as a GPU acceptance session (set in acceptance/pytest.ini)")
+    group = parser.getgroup("harness", "GPU acceptance harness")
+    group.addoption("--harness-hardware", "--hardware", dest="harness_hardware", metavar="PROFILE",
+                    help="use this threshold profile instead of matching the detected hardware")
+    group.addoption("--harness-thresholds-dir", dest="harness_thresholds_dir", metavar="DIR",
+                    help="directory of threshold profiles (default: the shipped thresholds/)")
+    group.addoption("--harness-models", "--models", dest="harness_models", action="append", metavar="M[,M...]",
+                    help="only these models (default: the profile's matrix)")
+    group.addoption("--harness-precisions", "--precisions", dest="harness_precisions", action="append",
+                    metavar="P[,P...]", help="only these precisions (default: the profile's matrix)")
+    group.addoption("--harness-gpus", "--gpus", dest="harness_gpus", action="append", metavar="N[,N...]",
+                    help="only these GPU counts (default: the profile's matrix)")
+    group.addoption("--harness-report-dir", dest="harness_report_dir", default="reports", metavar="DIR",
+                    help="where reports/<run-id>/ is made (default: ./reports)")
+    group.addoption("--harness-warmup-seconds", dest="harness_warmup_seconds", type=float, metavar="S",
+                    help="override the profile's minimum warmup seconds")
+    group.addoption("--harness-measure-seconds", dest="harness_measure_seconds", type=float, metavar="S",
+                    help="override the profile's measured-window seconds")
+    group.addoption("--harness-timeout", dest="harness_timeout", type=float, metavar="S",
+                    help="override the profile's per-launch timeout (seconds)")
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+# --- cases -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Case:
+    model: str
+    precision: str
+    gpus: int
+    scaling: str = "weak"
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}-{self.precision}-{self.gpus}gpu"
+
+
+@dataclass(kw_only=True)
+class CaseResult:
+    case: Case
+    record: RunRecord
+    checks: list
+    baseline_run_id: str | None
+    context: str
+    log_dir: Path
+
+    @property
+    def failed(self) -> list:
+        return [c for c in self.checks if c.passed is False]
+
+    def failure_message(self) -> str:
+        lines = [check.describe(self.context) for check in self.failed]
+        if self.record.failure:
+            lines.append(f"rank logs: {self.log_dir}/")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"case": self.case.id, "scaling": self.case.scaling, "context": self.context,
+                "record": self.record.to_dict(), "baseline_run_id": self.baseline_run_id,
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+# --- the session -----------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class HarnessSession:
+    config: pytest.Config
+    profile: object
+    hardware: object
+    run_id: str
+    run_dir: Path
+    started_at: str
+    available_gpus: int
+    baselines: dict = field(default_factory=dict)
+    results: dict = field(default_factory=dict)
+
+    # What the matrix is, after the command-line filters.
+    def selected(self, option: str, default) -> list:
+        chosen = _split(self.config.getoption(option))
+        return chosen if chosen is not None else list(default)
+
+    def cases(self, scaling: str) -> list:
+        profile = self.profile
+        models = self.selected("harness_models", profile.models)
+        precisions = self.selected("harness_precisions", profile.precisions)
+        gpus = sorted({int(g) for g in self.selected("harness_gpus", profile.gpu_counts)})
+        params = []
+        for count in gpus:
+            for model in models:
+                for precision in precisions:
+                    bounds = profile.bounds(model, precision)
+                    if scaling == "strong" and (bounds is None or count == 1 or
+                                                count not in bounds.min_strong_efficiency):
+                        continue
+                    case = Case(model=model, precision=precision, gpus=count, scaling=scaling)
+                    marks = []
+                    if bounds is None:
+                        marks.append(pytest.mark.skip(
+                            reason=f"profile {profile.name} has no [models.{model}.{precision}] bounds"))
+                    elif count > self.available_gpus:
+                        unit = "GPUs" if profile.hardware.device == "cuda" else "CPU cores"
+                        marks.append(pytest.mark.skip(
+                            reason=f"needs {count} {unit}; this node has {self.available_gpus}"))
+                    params.append(pytest.param(case, id=case.id, marks=marks))
+        return params
+
+    def spec_for(self, case: Case, gpus: int | None = None):
+        from harness.launch import BenchmarkSpec
+
+        bounds = self.profile.bounds(case.model, case.precision)
+        run = self.profile.run
+        option = self.config.getoption
+        world = gpus if gpus is not None else case.gpus
+        return BenchmarkSpec(
+            model=case.model, precision=case.precision, gpus_per_node=world, scaling=case.scaling,
+            batch_size_per_gpu=bounds.batch_size_per_gpu if case.scaling == "weak" else None,
+            global_batch_size=bounds.strong_global_batch_size if case.scaling == "strong" else None,
+            device=self.profile.hardware.device,
+            warmup_seconds=option("harness_warmup_seconds") or run.warmup_seconds,
+            measure_seconds=option("harness_measure_seconds") or run.measure_seconds,
+            timeout_s=option("harness_timeout") or run.timeout_seconds,
+            peak_tflops=self.profile.peak_tflops.get(case.precision),
+        )
+
+    def log_dir(self, label: str) -> Path:
+        return self.run_dir / "logs" / label
+
+    def launch(self, case: Case, gpus: int | None = None, label: str | None = None) -> RunRecord:
+        from harness.launch import run_benchmark
+        from harness.records import write_record
+
+        spec = self.spec_for(case, gpus)
+        label = label or spec.case_id
+        record = run_benchmark(spec, self.log_dir(label), run_id=f"{self.run_id}-{label}")
+        write_record(self.run_dir / "runs" / f"{label}.json", record)
+        return record
+
+    def baseline(self, case: Case) -> RunRecord:
+        """The 1-GPU run of the same model, precision (and global batch): once per session."""
+        key = (case.model, case.precision, case.scaling)
+        if key not in self.baselines:
+            one = Case(model=case.model, precision=case.precision, gpus=1, scaling=case.scaling)
+            label = self.spec_for(one).case_id + ("-baseline" if case.scaling == "strong" else "")
+            self.baselines[key] = self.launch(one, label=label)
+        return self.baselines[key]
+
+    def telemetry_note(self) -> str:
+        if self.profile.hardware.device == "cpu":
+            return "no GPU telemetry on a CPU run"
+        return "GPU telemetry is not collected by this harness version yet"
+
+    def context(self, case: Case) -> str:
+        return f"{self.profile.name}, {case.model} {case.precision}, {case.gpus} {'GPU' if case.gpus == 1 else 'GPUs'}"
+
+    def run(self, case: Case) -> CaseResult:
+        from harness import verdict
+
+        bounds = self.profile.bounds(case.model, case.precision)
+        if case.scaling == "weak":
+            record = self.launch(case)
+            if case.gpus == 1:
+                self.baselines.setdefault((case.model, case.precision, "weak"), record)
+            baseline = self.baseline(case) if case.gpus > 1 and record.ok else None
+            checks = verdict.weak_scaling_checks(record, baseline, bounds, telemetry_note=self.telemetry_note())
+        else:
+            record = self.launch(case)
+            baseline = self.baseline(case) if record.ok else None
+            checks = verdict.strong_scaling_checks(record, baseline, bounds, telemetry_note=self.telemetry_note())
+        return CaseResult(case=case, record=record, checks=checks,
+                          baseline_run_id=baseline.run_id if baseline is not None else None,
+                          context=self.context(case), log_dir=self.log_dir(self.spec_for(case).case_id))
+
+    def summary(self) -> dict:
+        hardware = self.hardware
+        return {
+            "run_id": self.run_id, "run_dir": str(self.run_dir), "started_at": self.started_at,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "profile": {"name": self.profile.name, "path": str(self.profile.path), "sha256": self.profile.sha256,
+                        "description": self.profile.description, "raw": self.profile.raw},
+            "hardware": hardware.to_dict(),
+            "command_line": [sys.executable, "-m", "pytest", *self.config.invocation_params.args],
+            "harness_version": _harness_version(),
+            "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
+        }
+
+
+def _harness_version() -> str:
+    from harness import __version__
+
+    return __version__
+
+
+class HarnessTest:
+    """What an acceptance test gets as its ``harness`` fixture: the session, bound to this test."""
+
+    def __init__(self, session: HarnessSession, item: pytest.Item):
+        self.session = session
+        self.item = item
+
+    @property
+    def profile(self):
+        return self.session.profile
+
+    def run(self, case: Case) -> CaseResult:
+        result = self.session.run(case)
+        self.item.stash[RESULT_KEY] = result
+        self.session.results[self.item.nodeid] = result
+        return result
+
+    def assert_passed(self, result: CaseResult) -> None:
+        """Fail the test listing every check that missed, one line each; not-evaluated checks don't fail."""
+        if result.failed:
+            pytest.fail(result.failure_message(), pytrace=False)
+
+
+# --- hooks -----------------------------------------------------------------------------------
+
+
+def _active(config: pytest.Config) -> bool:
+    """An acceptance session: the ini says so, or a loaded conftest declares ``harness_acceptance = True``.
+
+    The conftest route keeps ``pytest acceptance --harness-thresholds-dir DIR`` working when pytest
+    picks a rootdir (and so an ini file) above acceptance/ because of the extra path argument.
+    """
+    if config.getini("harness_acceptance"):
+        return True
+    return any(getattr(plugin, "harness_acceptance", False) is True for plugin in config.pluginmanager.get_plugins())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "weak_scaling: a weak-scaling acceptance case (per-GPU batch fixed)")
+    config.addinivalue_line("markers", "strong_scaling: a strong-scaling acceptance case (global batch fixed)")
+    if not _active(config) or hasattr(config, "workerinput"):
+        return
+    session = _start_session(config)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(_JsonReportHooks(session), "harness-json-report")
+    # Reports go into the run directory unless the user asked for them elsewhere.
+    if hasattr(config.option, "json_report"):
+        config.option.json_report = True
+        if config.option.json_report_file in (None, ".report.json"):
+            config.option.json_report_file = str(session.run_dir / "report.json")
+        config.option.json_report_indent = config.option.json_report_indent or 1
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(session.run_dir / "junit.xml")
+    # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
+    # process groups and pytest still writes its reports.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _start_session(config: pytest.Config) -> HarnessSession:
+    from harness.hardware import HardwareError, detect, select_profile
+    from harness.thresholds import ThresholdError, default_thresholds_dir, load_profiles
+
+    thresholds_dir = config.getoption("harness_thresholds_dir") or default_thresholds_dir()
+    try:
+        profiles = load_profiles(thresholds_dir)
+    except ThresholdError as exc:
+        raise pytest.UsageError(f"threshold files are invalid; no benchmark was started:\n{exc}") from None
+    hardware = detect()
+    try:
+        profile = select_profile(hardware, profiles, config.getoption("harness_hardware"))
+    except HardwareError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for option, known in (("harness_models", profile.models), ("harness_precisions", profile.precisions)):
+        from harness.models import MODELS, PRECISIONS
+
+        valid = MODELS if option == "harness_models" else PRECISIONS
+        for name in _split(config.getoption(option)) or []:
+            if name not in valid:
+                raise pytest.UsageError(f"--{option.removeprefix('harness_')} {name}: unknown; known: {', '.join(valid)}")
+    for text in _split(config.getoption("harness_gpus")) or []:
+        if not text.isdigit() or int(text) < 1:
+            raise pytest.UsageError(f"--gpus {text!r}: expected positive integers, e.g. --gpus 1,2,4")
+    started = datetime.now()
+    run_id = f"{started.strftime('%Y%m%d-%H%M%S')}-{socket.gethostname()}-{profile.name}"
+    report_root = Path(config.getoption("harness_report_dir"))
+    run_dir = report_root / run_id
+    try:
+        (run_dir / "runs").mkdir(parents=True, exist_ok=True)
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".writable"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"cannot write the report directory {run_dir}: {exc.strerror or exc}; no benchmark was started. "
+            "Point --harness-report-dir at a writable directory (in a container, mount one at reports/).") from None
+    _point_latest(report_root, run_dir)
+    if profile.hardware.device == "cuda":
+        available = hardware.gpu_count
+    else:
+        available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return HarnessSession(config=config, profile=profile, hardware=hardware, run_id=run_id, run_dir=run_dir,
+                          started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          available_gpus=available)
+
+
+def _point_latest(report_root: Path, run_dir: Path) -> None:
+    latest = report_root / "latest"
+    tmp = report_root / f".latest.{os.getpid()}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, latest)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a filesystem without symlinks: the run dir is still there
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is None:
+        return None
+    hw = session.hardware
+    what = f"{hw.gpu_count} x {hw.gpu_name}" if hw.device == "cuda" else f"CPU ({session.available_gpus} cores)"
+    return [f"harness: profile {session.profile.name} ({session.profile.path}) on {what}",
+            f"harness: reports in {session.run_dir}"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    session = metafunc.config.stash.get(SESSION_KEY, None)
+    for fixture, scaling in (("weak_case", "weak"), ("strong_case", "strong")):
+        if fixture in metafunc.fixturenames:
+            if session is None:
+                metafunc.parametrize(fixture, [pytest.param(None, marks=pytest.mark.skip(
+                    reason="not an acceptance session (run `make acceptance` or pytest on acceptance/)"))])
+            else:
+                metafunc.parametrize(fixture, session.cases(scaling))
+
+
+@pytest.fixture
+def harness(request: pytest.FixtureRequest) -> HarnessTest:
+    session = request.config.stash.get(SESSION_KEY, None)
+    if session is None:
+        pytest.skip("not an acceptance session (run `make acceptance` or pytest on acceptance/)")
+    return HarnessTest(session, request.node)
+
+
+class _JsonReportHooks:
+    """Attaches each test's record and checks, and the session's sign-off facts, to report.json."""
+
+    def __init__(self, session: HarnessSession):
+        self.session = session
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo) -> dict:
+        result = item.stash.get(RESULT_KEY, None)
+        if call.when != "call" or result is None:
+            return {}
+        return {"harness": result.to_dict()}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict) -> None:
+        summary = self.session.summary()
+        summary.pop("results")  # already attached to each test
+        json_report["harness"] = summary
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    harness_session = session.config.stash.get(SESSION_KEY, None)
+    if harness_session is None:
+        return
+    from harness.records import write_json_atomic
+
+    summary = harness_session.summary()
+    summary["exitstatus"] = int(exitstatus)
+    summary["interrupted"] = bool(session.shouldstop) or int(exitstatus) == pytest.ExitCode.INTERRUPTED
+    write_json_atomic(harness_session.run_dir / "session.json", json.dumps(summary, indent=1, default=str))

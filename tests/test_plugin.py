@@ -1,0 +1,190 @@
+"""The pytest plugin, driven through pytester with a fake launcher (no benchmarks start)."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# Imported here, before pytester snapshots sys.modules: torch cannot be imported twice in a process.
+import harness.hardware  # noqa: F401
+import harness.launch  # noqa: F401
+import harness.verdict  # noqa: F401
+from harness.records import RunRecord, StepTimeStats
+
+pytest_plugins = ["pytester"]
+
+PROFILE = """
+schema_version = 1
+[hardware]
+name = "cpu-test"
+description = "test CPU profile"
+device = "cpu"
+[run]
+warmup_seconds = 1
+measure_seconds = 1
+timeout_seconds = 60
+[defaults]
+gpu_counts = [1, 2, 64]
+models = ["tiny_bert"]
+precisions = ["bf16"]
+max_step_time_cv = 0.5
+max_straggler_ratio = 1.5
+source = "test"
+[models.tiny_bert.bf16]
+batch_size_per_gpu = 4
+min_samples_per_sec_per_gpu = {min_tp}
+min_weak_efficiency = {{ 2 = 0.5 }}
+source = "test bounds"
+"""
+
+TEST_FILE = """
+def test_weak_scaling(harness, weak_case):
+    result = harness.run(weak_case)
+    harness.assert_passed(result)
+"""
+
+
+class FakeLauncher:
+    """Stands in for harness.launch.run_benchmark: a record per call, per-GPU throughput 100/s."""
+
+    def __init__(self, per_gpu=100.0):
+        self.per_gpu = per_gpu
+        self.calls = []
+
+    def __call__(self, spec, run_dir, *, run_id=None, rendezvous=None):
+        self.calls.append(spec.case_id)
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        stats = StepTimeStats(mean_ms=40, median_ms=40, p95_ms=41, p99_ms=42, cv=0.01, steps=25)
+        return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
+                         world_size=spec.world_size, nodes=1, device_kind=spec.device,
+                         batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
+                         status="ok", sample_unit="sequences", throughput_per_gpu=self.per_gpu,
+                         throughput_total=self.per_gpu * spec.world_size, step_time_ms=stats,
+                         straggler_ratio=1.0 if spec.world_size > 1 else None, loss_finite=True)
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch, tmp_path):
+    """An acceptance session in a temporary directory: returns (run, launcher, thresholds_dir)."""
+    launcher = FakeLauncher()
+    monkeypatch.setattr("harness.launch.run_benchmark", launcher)
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50))
+    pytester.makeini("[pytest]\nharness_acceptance = true\n")
+    pytester.makepyfile(test_accept=TEST_FILE)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # detection must find no GPU, even on a GPU host
+
+    def run(*args):
+        return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", *args)
+
+    return run, launcher, thresholds
+
+
+def test_cases_come_from_the_profile_and_too_large_counts_are_skipped(suite):
+    run, launcher, _ = suite
+    result = run("-v", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*test_weak_scaling?tiny_bert-bf16-1gpu? PASSED*",
+        "*test_weak_scaling?tiny_bert-bf16-2gpu? PASSED*",
+        "*needs 64 CPU cores; this node has *",
+    ])
+    # the 1-GPU test's run is the 2-GPU test's baseline: no extra launch
+    assert launcher.calls == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"]
+
+
+def test_baseline_is_measured_once_when_only_larger_counts_are_selected(suite):
+    run, launcher, _ = suite
+    run("--gpus", "2").assert_outcomes(passed=1)
+    assert launcher.calls == ["tiny_bert-bf16-weak-2gpu", "tiny_bert-bf16-weak-1gpu"]
+
+
+def test_an_impossible_threshold_fails_with_measured_vs_bound(suite):
+    run, _, thresholds = suite
+    (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=1_000_000))
+    result = run()
+    result.assert_outcomes(failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 1 GPU)*",
+        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 2 GPUs)*",
+    ])
+
+
+def test_reports_land_in_the_run_directory(suite, pytester):
+    run, _, _ = suite
+    run().assert_outcomes(passed=2, skipped=1)
+    latest = pytester.path / "reports" / "latest"
+    assert latest.is_symlink()
+    run_dir = latest.resolve()
+    assert sorted(p.name for p in (run_dir / "runs").iterdir()) == [
+        "tiny_bert-bf16-weak-1gpu.json", "tiny_bert-bf16-weak-2gpu.json"]
+    assert (run_dir / "junit.xml").exists()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["harness"]["profile"]["name"] == "cpu-test"
+    assert len(report["harness"]["profile"]["sha256"]) == 64
+    passed = [t for t in report["tests"] if t["outcome"] == "passed"]
+    checks = {c["name"] for c in passed[1]["metadata"]["harness"]["checks"]}
+    assert {"run completed", "per-GPU throughput", "weak-scaling efficiency"} <= checks
+    session = json.loads((run_dir / "session.json").read_text())
+    assert session["exitstatus"] == 0 and not session["interrupted"]
+
+
+def test_a_bad_threshold_file_stops_everything_before_any_run(suite):
+    run, launcher, thresholds = suite
+    (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50).replace("= { 2 = 0.5 }", "= { 2 = 1.5 }"))
+    result = run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*models.tiny_bert.bf16.min_weak_efficiency.2 = 1.5*"])
+    assert "Traceback" not in result.stderr.str()
+    assert launcher.calls == []
+
+
+def test_unknown_model_on_the_command_line_is_a_usage_error(suite):
+    run, launcher, _ = suite
+    result = run("--models", "resnet9000")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--models resnet9000: unknown; known: *"])
+    assert launcher.calls == []
+
+
+def test_unwritable_report_directory_is_refused_before_any_run(suite, tmp_path):
+    run, launcher, _ = suite
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = run(f"--harness-report-dir={blocker / 'reports'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cannot write the report directory*--harness-report-dir*"])
+    assert launcher.calls == []
+
+
+def test_unknown_hardware_override_lists_known_profiles(suite):
+    run, launcher, _ = suite
+    result = run("--hardware", "b200")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cpu-test*"])
+    assert launcher.calls == []
+
+
+def test_plugin_is_inert_outside_acceptance_sessions(pytester):
+    pytester.makepyfile(test_accept=TEST_FILE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*not an acceptance session*"])
+    assert not (pytester.path / "reports").exists()
+
+
+def test_a_conftest_can_declare_the_acceptance_session(pytester, monkeypatch, tmp_path):
+    """Without the ini (pytest chose a rootdir above acceptance/), acceptance/conftest.py still arms it."""
+    launcher = FakeLauncher()
+    monkeypatch.setattr("harness.launch.run_benchmark", launcher)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50))
+    pytester.makeconftest("harness_acceptance = True")
+    pytester.makepyfile(test_accept=TEST_FILE)
+    result = pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "--gpus", "1")
+    result.assert_outcomes(passed=1)
+    assert launcher.calls == ["tiny_bert-bf16-weak-1gpu"]

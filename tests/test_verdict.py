@@ -1,0 +1,99 @@
+"""Records x bounds -> checks: sanity before performance, messages measured vs bound with units."""
+
+import dataclasses
+
+import pytest
+
+from harness.records import Failure
+from harness.thresholds import CaseBounds
+from harness.verdict import failed_checks, strong_scaling_checks, weak_scaling_checks
+from test_records import full_record
+
+BOUNDS = CaseBounds(model="resnet152", precision="bf16", batch_size_per_gpu=256, source="measured X",
+                    min_samples_per_sec_per_gpu=2000.0, min_weak_efficiency={2: 0.97, 4: 0.96},
+                    strong_global_batch_size=512, min_strong_efficiency={4: 0.8},
+                    max_straggler_ratio=1.05, max_step_time_cv=0.05, min_gpu_utilization_pct=90.0)
+
+
+def record(world_size=4, per_gpu=2100.0, **changes):
+    return full_record(model="resnet152", world_size=world_size, throughput_per_gpu=per_gpu,
+                       throughput_total=per_gpu * world_size, **changes)
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def test_weak_scaling_passes_and_computes_efficiency_against_the_baseline():
+    checks = by_name(weak_scaling_checks(record(4, 2100.0), record(1, 2150.0), BOUNDS, telemetry_note="n/a"))
+    assert checks["weak-scaling efficiency"].measured == pytest.approx(2100 / 2150)
+    assert checks["weak-scaling efficiency"].passed
+    assert checks["per-GPU throughput"].passed
+    assert checks["straggler ratio (slowest/fastest rank)"].passed
+
+
+def test_failure_message_names_measured_bound_and_context():
+    checks = weak_scaling_checks(record(4, 1900.0), record(1, 2100.0), BOUNDS, telemetry_note="n/a")
+    lines = [c.describe("h200, resnet152 bf16, 4 GPUs") for c in failed_checks(checks)]
+    assert "weak-scaling efficiency 0.905 < 0.960 (h200, resnet152 bf16, 4 GPUs)" in lines
+    assert "per-GPU throughput 1,900.0 images/s < 2,000.0 images/s (h200, resnet152 bf16, 4 GPUs)" in lines
+
+
+def test_telemetry_check_is_not_evaluated_never_passed():
+    checks = by_name(weak_scaling_checks(record(1), None, BOUNDS, telemetry_note="no NVML on a CPU run"))
+    util = checks["mean GPU utilization"]
+    assert util.passed is None
+    assert "not evaluated — no NVML on a CPU run" in util.describe("cpu")
+    assert util not in failed_checks(list(checks.values()))
+
+
+def test_single_gpu_has_no_efficiency_or_straggler_check():
+    names = by_name(weak_scaling_checks(record(1), None, BOUNDS, telemetry_note="n/a"))
+    assert "weak-scaling efficiency" not in names
+    assert "straggler ratio (slowest/fastest rank)" not in names
+
+
+def test_missing_bound_for_a_gpu_count_is_reported_not_passed():
+    check = by_name(weak_scaling_checks(record(8), record(1), BOUNDS, telemetry_note="n/a"))["weak-scaling efficiency"]
+    assert check.passed is None
+    assert "no bound for 8 GPUs" in check.note
+
+
+def test_failed_baseline_leaves_efficiency_not_evaluated():
+    baseline = record(1, status="failed", failure=Failure(reason="rank 0 was killed by SIGKILL"))
+    check = by_name(weak_scaling_checks(record(4), baseline, BOUNDS, telemetry_note="n/a"))["weak-scaling efficiency"]
+    assert check.passed is None
+    assert "rank 0 was killed by SIGKILL" in check.note
+
+
+def test_a_crashed_run_fails_on_sanity_alone():
+    crashed = record(4, status="failed", failure=Failure(reason="rank 2 (host a, GPU 2) was killed by SIGKILL"))
+    checks = weak_scaling_checks(crashed, record(1), BOUNDS, telemetry_note="n/a")
+    assert [c.name for c in checks] == ["run completed"]
+    assert "rank 2 (host a, GPU 2) was killed by SIGKILL" in checks[0].describe("ctx")
+
+
+def test_non_finite_loss_fails_whatever_the_speed():
+    fast_but_nan = record(4, per_gpu=99999.0, status="invalid", loss_finite=False,
+                          failure=Failure(reason="non-finite loss on rank(s) [0]"))
+    failed = failed_checks(weak_scaling_checks(fast_but_nan, record(1), BOUNDS, telemetry_note="n/a"))
+    assert [c.name for c in failed] == ["loss finite"]
+
+
+def test_straggler_and_jitter_bounds():
+    slow = record(4, straggler_ratio=1.2,
+                  step_time_ms=dataclasses.replace(full_record().step_time_ms, cv=0.2))
+    failed = {c.name for c in failed_checks(weak_scaling_checks(slow, record(1), BOUNDS, telemetry_note="n/a"))}
+    assert failed == {"straggler ratio (slowest/fastest rank)", "step-time CV"}
+
+
+def test_strong_scaling_speedup_and_efficiency():
+    # global batch fixed: total throughput 4 GPUs 7000/s vs 1 GPU 2000/s -> speedup 3.5, efficiency 0.875
+    n = full_record(world_size=4, scaling="strong", throughput_total=7000.0, throughput_per_gpu=1750.0)
+    one = full_record(world_size=1, scaling="strong", throughput_total=2000.0, throughput_per_gpu=2000.0)
+    check = by_name(strong_scaling_checks(n, one, BOUNDS, telemetry_note="n/a"))["strong-scaling efficiency"]
+    assert check.measured == pytest.approx(0.875)
+    assert check.passed
+    slow = dataclasses.replace(n, throughput_total=5000.0)
+    check = by_name(strong_scaling_checks(slow, one, BOUNDS, telemetry_note="n/a"))["strong-scaling efficiency"]
+    assert check.describe("ctx") == "strong-scaling efficiency 0.625 < 0.800 (ctx)"

@@ -1,0 +1,74 @@
+"""The worker's pure parts: when warmup ends, and how raw timings become the record."""
+
+import pytest
+
+from harness.models import MODELS
+from harness.records import Versions
+from harness.worker import build_record, parse_args, warmup_done
+
+RULE = dict(min_steps=10, warmup_s=2.0, max_warmup_s=9.0)
+
+
+def test_warmup_waits_for_minimum_steps_and_seconds():
+    steady = [50.0, 50.0, 50.0]
+    assert not warmup_done(steps=5, block_means_ms=steady, since_first_block_s=5.0, **RULE)
+    assert not warmup_done(steps=15, block_means_ms=steady, since_first_block_s=1.0, **RULE)
+    assert warmup_done(steps=15, block_means_ms=steady, since_first_block_s=2.5, **RULE)
+
+
+def test_warmup_continues_while_block_times_still_move():
+    settling = [900.0, 60.0, 55.0, 50.0]  # first block: cuDNN autotuning / compile
+    assert not warmup_done(steps=20, block_means_ms=settling, since_first_block_s=3.0, **RULE)
+    assert warmup_done(steps=25, block_means_ms=settling + [50.5], since_first_block_s=3.5, **RULE)
+
+
+def test_warmup_ends_at_the_ceiling_on_a_noisy_host():
+    noisy = [100.0, 120.0, 95.0, 130.0]
+    assert not warmup_done(steps=40, block_means_ms=noisy, since_first_block_s=8.0, **RULE)
+    assert warmup_done(steps=45, block_means_ms=noisy, since_first_block_s=9.0, **RULE)
+
+
+def test_first_block_does_not_count_as_steady_evidence():
+    assert not warmup_done(steps=10, block_means_ms=[50.0, 50.0], since_first_block_s=3.0, **RULE)
+
+
+def _gathered(rank, step_ms, window_scale=1.0, finite=True):
+    times = [step_ms] * 40
+    return {"rank": rank, "local_rank": rank, "host": "n1", "gpu_index": rank, "gpu_uuid": None,
+            "device_name": "cpu", "step_times_ms": times, "window_s": sum(times) / 1000 * window_scale,
+            "host_window_s": 2.0, "compute_step_ms": step_ms * (1 + 0.01 * rank), "peak_memory_gib": None,
+            "loss_finite": finite, "final_loss": 5.0 if finite else float("nan")}
+
+
+def _args(**extra):
+    argv = ["--model", "tiny_bert", "--precision", "bf16", "--batch-size-per-gpu", "4", "--global-batch-size", "8",
+            "--device", "cpu", "--run-dir", "/tmp/x", "--run-id", "r", "--peak-tflops", "1.0"]
+    for key, value in extra.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    return parse_args(argv)
+
+
+def _build(gathered):
+    return build_record(_args(), spec=MODELS["tiny_bert"], world_size=2, gathered=gathered, warmup_steps=10,
+                        warmup_s=1.0, measured_steps=40, phases_s={}, nodes=1,
+                        versions=Versions(torch="t", cuda=None, nccl=None, driver=None, python="p", harness="h"))
+
+
+def test_throughput_uses_the_slowest_rank_window():
+    record = _build([_gathered(0, 50.0), _gathered(1, 50.0, window_scale=1.25)])
+    # 8 samples x 40 steps over the slowest window (2.0 s x 1.25 = 2.5 s)
+    assert record.throughput_total == pytest.approx(8 * 40 / 2.5)
+    assert record.throughput_per_gpu == pytest.approx(8 * 40 / 2.5 / 2)
+    assert record.status == "ok"
+    assert record.straggler.slowest_rank == 1 and record.straggler_ratio == pytest.approx(1.01)
+    flops = MODELS["tiny_bert"].train_flops_per_sample
+    assert record.tflops_per_gpu == pytest.approx(record.throughput_per_gpu * flops / 1e12)
+    assert record.mfu == pytest.approx(record.tflops_per_gpu / 1.0)
+
+
+def test_a_non_finite_loss_on_any_rank_makes_the_run_invalid():
+    record = _build([_gathered(0, 50.0), _gathered(1, 50.0, finite=False)])
+    assert record.status == "invalid"
+    assert record.loss_finite is False
+    assert "non-finite loss on rank(s) [1]" in record.failure.reason
+    assert record.final_loss == 5.0  # rank 0's loss was finite
