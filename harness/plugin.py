@@ -137,7 +137,7 @@ class HarnessSession:
                                                 count not in bounds.min_strong_efficiency):
                         continue
                     case = Case(model=model, precision=precision, gpus=count, scaling=scaling)
-                    marks = []
+                    marks = [pytest.mark.weak_scaling if scaling == "weak" else pytest.mark.strong_scaling]
                     if bounds is None:
                         marks.append(pytest.mark.skip(
                             reason=f"profile {profile.name} has no [models.{model}.{precision}] bounds"))
@@ -180,13 +180,22 @@ class HarnessSession:
         return record
 
     def baseline(self, case: Case) -> RunRecord:
-        """The 1-GPU run of the same model, precision (and global batch): once per session."""
-        key = (case.model, case.precision, case.scaling)
+        """The 1-GPU run with this case's model, precision and (1-GPU) batch: measured once per session.
+
+        Keyed by what the run does, not by the test that asked: a strong-scaling baseline at global
+        batch B is the same launch as the weak-scaling 1-GPU case at batch B, and is shared.
+        """
+        one = Case(model=case.model, precision=case.precision, gpus=1, scaling=case.scaling)
+        spec = self.spec_for(one)
+        key = (case.model, case.precision, spec.per_gpu_batch)
         if key not in self.baselines:
-            one = Case(model=case.model, precision=case.precision, gpus=1, scaling=case.scaling)
-            label = self.spec_for(one).case_id + ("-baseline" if case.scaling == "strong" else "")
-            self.baselines[key] = self.launch(one, label=label)
+            self.baselines[key] = self.launch(one, label=spec.case_id)
         return self.baselines[key]
+
+    def remember_baseline(self, case: Case, record: RunRecord) -> None:
+        if case.gpus == 1:
+            key = (case.model, case.precision, self.spec_for(case).per_gpu_batch)
+            self.baselines.setdefault(key, record)
 
     def telemetry_note(self) -> str:
         if self.profile.hardware.device == "cpu":
@@ -202,8 +211,7 @@ class HarnessSession:
         bounds = self.profile.bounds(case.model, case.precision)
         if case.scaling == "weak":
             record = self.launch(case)
-            if case.gpus == 1:
-                self.baselines.setdefault((case.model, case.precision, "weak"), record)
+            self.remember_baseline(case, record)
             baseline = self.baseline(case) if case.gpus > 1 and record.ok else None
             checks = verdict.weak_scaling_checks(record, baseline, bounds, telemetry_note=self.telemetry_note())
         else:
@@ -374,7 +382,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 metafunc.parametrize(fixture, [pytest.param(None, marks=pytest.mark.skip(
                     reason="not an acceptance session (run `make acceptance` or pytest on acceptance/)"))])
             else:
-                metafunc.parametrize(fixture, session.cases(scaling))
+                cases = session.cases(scaling) or [pytest.param(None, id="none", marks=pytest.mark.skip(
+                    reason=f"profile {session.profile.name} has no {scaling}-scaling cases for this selection"))]
+                metafunc.parametrize(fixture, cases)
 
 
 @pytest.fixture
