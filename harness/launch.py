@@ -49,6 +49,14 @@ class BenchmarkSpec:
     peak_tflops: float | None = None
     sync_each_step: bool = False
     timeout_s: float = 600.0
+    """Hard cap on the whole launch (seconds)."""
+    stall_factor: float = 3.0
+    stall_floor_s: float = 30.0
+    """A rank that shows no progress for stall_factor × its phase's expected time + stall_floor_s
+    is hung: the run is killed then, long before timeout_s."""
+    setup_timeout_s: float = 300.0
+    """Bound for what has no expected time: imports, NCCL init, model build, the first warmup block
+    (cuDNN autotuning, torch.compile)."""
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -65,7 +73,8 @@ class BenchmarkSpec:
         for name in ("gpus_per_node", "nodes", "min_warmup_steps", "min_measure_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_seconds", "measure_seconds", "timeout_s"):
+        for name in ("warmup_seconds", "measure_seconds", "timeout_s", "stall_factor", "stall_floor_s",
+                     "setup_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         if self.scaling == "weak":
@@ -140,6 +149,9 @@ def launch_env(spec: BenchmarkSpec, run_id: str) -> dict[str, str]:
     env["HARNESS_LAUNCH_EPOCH"] = repr(time.time())
     env["HARNESS_NODES"] = str(spec.nodes)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # CUDA numbers GPUs fastest-first by default; NVML (and nvidia-smi, and our detection) by PCI
+    # bus. The same order everywhere makes "GPU 3" in a verdict the GPU an operator pulls.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if spec.device == "cpu":
         # torchrun would set 1 thread per rank; give each rank its share of the cores instead.
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -167,16 +179,22 @@ def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = No
     (run_dir / "command.json").write_text(json.dumps(command))
     launcher_log = run_dir / "torchrun.log"
     started = time.time()
-    timed_out = False
+    stall: Stall | None = None
     with open(launcher_log, "w") as log:
         proc = subprocess.Popen(command, env=launch_env(spec, run_id), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            deadline = started + spec.timeout_s
+            next_check = started
             while proc.poll() is None:
-                if time.time() >= deadline:
-                    timed_out = True
+                now = time.time()
+                if now >= started + spec.timeout_s:
+                    stall = Stall(reason=f"the launch exceeded its {spec.timeout_s:.0f} s limit")
                     break
+                if now >= next_check:
+                    stall = find_stall(spec, read_phases(run_dir), started, now)
+                    if stall is not None:
+                        break
+                    next_check = now + 1.0
                 time.sleep(0.2)
         finally:
             # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike.
@@ -184,12 +202,12 @@ def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = No
             kill_run(proc, run_id)
     elapsed_s = time.time() - started
     record_path = run_dir / "record.json"
-    if not timed_out and proc.returncode == 0 and record_path.exists():
+    if stall is None and proc.returncode == 0 and record_path.exists():
         from harness.records import read_record
 
         record = read_record(record_path)
         return _with_launch_time(record, elapsed_s)
-    record = failure_record(spec, run_id, run_dir, returncode=proc.returncode, timed_out=timed_out,
+    record = failure_record(spec, run_id, run_dir, returncode=proc.returncode, stall=stall,
                             elapsed_s=elapsed_s, phases=phases)
     write_record(record_path, record)
     return record
@@ -199,6 +217,55 @@ def _with_launch_time(record: RunRecord, elapsed_s: float) -> RunRecord:
     import dataclasses
 
     return dataclasses.replace(record, phases_s={**record.phases_s, "launch_total": elapsed_s})
+
+
+# --- hang detection --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stall:
+    reason: str
+    """Why the run was judged hung, e.g. 'rank 1 (...) showed no progress for 41 s (bound ...)'."""
+    phase: str | None = None
+    ranks: tuple[int, ...] = ()
+
+
+def find_stall(spec: BenchmarkSpec, phases: dict[int, dict], started: float, now: float) -> Stall | None:
+    """The first rank that has shown no progress for longer than its phase allows, if any (pure)."""
+    if not phases:
+        if now - started > spec.setup_timeout_s:
+            return Stall(reason=f"no rank started within {spec.setup_timeout_s:.0f} s", phase="setup")
+        return None
+    for rank, info in sorted(phases.items()):
+        if info.get("phase") == "done":
+            continue
+        expected = info.get("expected_s")
+        if expected is None:
+            bound = spec.setup_timeout_s
+            rule = f"setup bound {spec.setup_timeout_s:.0f} s"
+        else:
+            bound = spec.stall_factor * expected + spec.stall_floor_s
+            rule = f"{spec.stall_factor:g} x expected {expected:.1f} s + {spec.stall_floor_s:.0f} s"
+        silent = now - float(info.get("since", started))
+        if silent > bound:
+            phase = info.get("phase", "setup")
+            stopped = [r for r, i in sorted(phases.items()) if _process_stopped(i.get("pid"))]
+            culprit = (f"; {', '.join(_rank_identity(phases, r) for r in stopped)} is stopped (SIGSTOP)"
+                       if stopped else "")
+            return Stall(reason=f"{_rank_identity(phases, rank)} showed no progress for {silent:.0f} s "
+                                f"(bound: {rule}){culprit}", phase=phase, ranks=tuple(stopped) or (rank,))
+    return None
+
+
+def _process_stopped(pid) -> bool:
+    """Whether a local process is stopped (state T), as a SIGSTOPped or traced rank is."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] in ("T", "t")
 
 
 # --- process cleanup -------------------------------------------------------------------------
@@ -278,9 +345,71 @@ def log_tails(run_dir: Path, lines: int = LOG_TAIL_LINES) -> dict[str, str]:
     return tails
 
 
-_ROOT_CAUSE = re.compile(
-    r"Root Cause \(first observed failure\):.*?host\s*:\s*(?P<host>\S+).*?rank\s*:\s*(?P<rank>\d+).*?"
-    r"exitcode\s*:\s*(?P<exitcode>-?\d+)", re.S)
+# One failure entry of torchrun's ChildFailedError message (the "Failures:" list and the
+# "Root Cause" block use the same layout); the root cause is printed last.
+_TORCHRUN_FAILURE = re.compile(
+    r"host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>\d+)[^\n]*\n\s*exitcode\s*:\s*(?P<exitcode>-?\d+)")
+
+# What a rank reports when a *peer* died: a symptom, never the cause.
+_PEER_LOSS = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|remote process exited|DistBackendError|"
+    r"DistNetworkError|NCCL communicator was aborted|ProcessGroupNCCL.*(?:abort|timed? ?out)", re.I)
+
+
+def _torchrun_failures(log_text: str) -> list[dict]:
+    """Failed ranks as torchrun reports them, the root cause first, one entry per rank."""
+    entries = [{"rank": int(m["rank"]), "exitcode": int(m["exitcode"]), "host": m["host"]}
+               for m in _TORCHRUN_FAILURE.finditer(log_text)]
+    if "Root Cause" in log_text and entries:
+        entries.insert(0, entries.pop())
+    unique: dict[int, dict] = {}
+    for entry in entries:
+        unique.setdefault(entry["rank"], entry)
+    return list(unique.values())
+
+
+def _how_it_ended(exitcode: int) -> str:
+    if exitcode < 0 and -exitcode in {s.value for s in signal.Signals}:
+        return f"was killed by {signal.Signals(-exitcode).name}"
+    return f"exited with code {exitcode}"
+
+
+def _root_cause(run_dir: Path, rank_failures: list[dict], phases: dict[int, dict], returncode: int | None,
+                tails: dict[str, str]) -> tuple[str, int | None, str | None, str]:
+    """(status, rank, phase, reason) of a run that ended badly, blaming the cause, not its echoes.
+
+    When one rank dies its peers fail too ("Connection closed by peer"), often first from
+    torchrun's point of view. So: a rank's own explanation (OOM, NaN, an exception) that is not
+    a peer-loss symptom wins, earliest first; then a rank killed by a signal that wrote nothing;
+    then torchrun's root cause; then the earliest symptom.
+    """
+    log_path = run_dir / "torchrun.log"
+    deaths = _torchrun_failures(log_path.read_text(errors="replace") if log_path.exists() else "")
+    for death in deaths:
+        phases.setdefault(death["rank"], {}).setdefault("host", death["host"])
+    explained = {f.get("rank") for f in rank_failures}
+    causes = sorted((f for f in rank_failures if not _PEER_LOSS.search(str(f.get("reason", "")))),
+                    key=lambda f: (f.get("time", float("inf")), f.get("rank", 0)))
+    killed = [d for d in deaths if d["exitcode"] < 0 and d["rank"] not in explained]
+    if causes:
+        first = causes[0]
+        rank = first.get("rank")
+        return (first.get("status", "failed"), rank, first.get("phase"),
+                f"{_rank_identity(phases, rank)}: {first.get('reason')}")
+    for death in killed or deaths:
+        rank = death["rank"]
+        phase = phases.get(rank, {}).get("phase")
+        reason = f"{_rank_identity(phases, rank)} {_how_it_ended(death['exitcode'])}"
+        return "failed", rank, phase, reason + (f" in phase {phase}" if phase else "")
+    if rank_failures:
+        first = min(rank_failures, key=lambda f: (f.get("time", float("inf")), f.get("rank", 0)))
+        rank = first.get("rank")
+        return "failed", rank, first.get("phase"), f"{_rank_identity(phases, rank)}: {first.get('reason')}"
+    reason = f"torchrun exited with code {returncode} before any rank reported a result"
+    torchrun_tail = tails.get("torchrun.log", "")
+    if "Error" in torchrun_tail:
+        reason += f": {torchrun_tail.strip().splitlines()[-1][:300]}"
+    return "failed", None, None, reason
 
 
 def _rank_identity(phases: dict[int, dict], rank: int) -> str:
@@ -298,8 +427,8 @@ def _rank_identity(phases: dict[int, dict], rank: int) -> str:
     return " ".join(parts)
 
 
-def failure_record(spec: BenchmarkSpec, run_id: str, run_dir: Path, *, returncode: int | None, timed_out: bool,
-                   elapsed_s: float, phases: dict[int, dict]) -> RunRecord:
+def failure_record(spec: BenchmarkSpec, run_id: str, run_dir: Path, *, returncode: int | None,
+                   stall: Stall | None, elapsed_s: float, phases: dict[int, dict]) -> RunRecord:
     tails = log_tails(run_dir)
     status = "failed"
     rank = None
@@ -310,38 +439,22 @@ def failure_record(spec: BenchmarkSpec, run_id: str, run_dir: Path, *, returncod
             rank_failures.append(json.loads(path.read_text()))
         except (ValueError, OSError):
             continue
-    if timed_out:
+    if stall is not None:
         status = "timeout"
         by_phase: dict[str, list[int]] = {}
         for r, info in sorted(phases.items()):
             by_phase.setdefault(info.get("phase", "unknown"), []).append(r)
         # The earliest phase any rank is stuck in is where the run stopped making progress.
         order = ["setup", "warmup", "probe", "measure", "gather", "done"]
-        stuck = min(by_phase, key=lambda p: order.index(p) if p in order else -1) if by_phase else "setup"
+        stuck = stall.phase or (min(by_phase, key=lambda p: order.index(p) if p in order else -1)
+                                if by_phase else "setup")
         phase = "warmup" if stuck == "probe" else stuck
+        rank = stall.ranks[0] if stall.ranks else None
         where = "; ".join(f"{p}: ranks {', '.join(map(str, rs))}" for p, rs in by_phase.items())
-        reason = (f"timed out in phase {phase} after {elapsed_s:.0f} s (limit {spec.timeout_s:.0f} s); "
-                  f"the process group was killed ({where or 'no rank reported a phase'})")
-    elif rank_failures:
-        first = min(rank_failures, key=lambda f: f.get("rank", 0))
-        rank, phase = first.get("rank"), first.get("phase")
-        status = first.get("status", "failed")
-        reason = f"{_rank_identity(phases, rank)}: {first.get('reason')}"
+        reason = (f"timed out in phase {phase} after {elapsed_s:.0f} s: {stall.reason}; every process of the "
+                  f"run was killed ({where or 'no rank reported a phase'})")
     else:
-        torchrun_tail = tails.get("torchrun.log", "")
-        match = _ROOT_CAUSE.search((run_dir / "torchrun.log").read_text(errors="replace")
-                                   if (run_dir / "torchrun.log").exists() else "")
-        if match:
-            rank = int(match["rank"])
-            exitcode = int(match["exitcode"])
-            phase = phases.get(rank, {}).get("phase")
-            how = (f"was killed by {signal.Signals(-exitcode).name}" if exitcode < 0 and -exitcode in
-                   signal.valid_signals() else f"exited with code {exitcode}")
-            reason = f"{_rank_identity(phases, rank)} {how}" + (f" in phase {phase}" if phase else "")
-        else:
-            reason = f"torchrun exited with code {returncode} before any rank reported a result"
-            if "Error" in torchrun_tail:
-                reason += f": {torchrun_tail.strip().splitlines()[-1][:300]}"
+        status, rank, phase, reason = _root_cause(run_dir, rank_failures, phases, returncode, tails)
     return RunRecord(
         run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
         world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,

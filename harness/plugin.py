@@ -55,6 +55,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="override the profile's measured-window seconds")
     group.addoption("--harness-timeout", dest="harness_timeout", type=float, metavar="S",
                     help="override the profile's per-launch timeout (seconds)")
+    group.addoption("--harness-stall-factor", dest="harness_stall_factor", type=float, default=3.0, metavar="F",
+                    help="a rank with no progress for F x its phase's expected time + the floor is hung (default 3)")
+    group.addoption("--harness-stall-floor", dest="harness_stall_floor", type=float, default=30.0, metavar="S",
+                    help="seconds added to every stall bound (default 30)")
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -163,6 +167,7 @@ class HarnessSession:
             warmup_seconds=option("harness_warmup_seconds") or run.warmup_seconds,
             measure_seconds=option("harness_measure_seconds") or run.measure_seconds,
             timeout_s=option("harness_timeout") or run.timeout_seconds,
+            stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
             peak_tflops=self.profile.peak_tflops.get(case.precision),
         )
 
@@ -175,9 +180,21 @@ class HarnessSession:
 
         spec = self.spec_for(case, gpus)
         label = label or spec.case_id
-        record = run_benchmark(spec, self.log_dir(label), run_id=f"{self.run_id}-{label}")
+        busy = self.busy_gpus(spec.world_size)
+        if busy:
+            record = refused_record(spec, f"{self.run_id}-{label}", busy)
+        else:
+            record = run_benchmark(spec, self.log_dir(label), run_id=f"{self.run_id}-{label}")
         write_record(self.run_dir / "runs" / f"{label}.json", record)
         return record
+
+    def busy_gpus(self, count: int) -> list:
+        """Foreign processes on the GPUs a launch of ``count`` ranks will use (CUDA order)."""
+        if self.profile.hardware.device != "cuda":
+            return []
+        from harness.hardware import gpu_processes
+
+        return gpu_processes(self.hardware.gpus[:count])
 
     def baseline(self, case: Case) -> RunRecord:
         """The 1-GPU run with this case's model, precision and (1-GPU) batch: measured once per session.
@@ -234,6 +251,17 @@ class HarnessSession:
             "harness_version": _harness_version(),
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
         }
+
+
+def refused_record(spec, run_id: str, busy: list) -> RunRecord:
+    """A launch we did not start because its GPUs were busy: a failed record naming them."""
+    from harness.hardware import busy_gpu_message
+    from harness.records import Failure
+
+    return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
+                     world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
+                     batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
+                     status="failed", failure=Failure(reason=busy_gpu_message(busy), phase="setup"))
 
 
 def _harness_version() -> str:
@@ -345,6 +373,11 @@ def _start_session(config: pytest.Config) -> HarnessSession:
             "Point --harness-report-dir at a writable directory (in a container, mount one at reports/).") from None
     _point_latest(report_root, run_dir)
     if profile.hardware.device == "cuda":
+        from harness.hardware import busy_gpu_message, gpu_processes
+
+        busy = gpu_processes(hardware.gpus)
+        if busy:
+            raise pytest.UsageError(f"{busy_gpu_message(busy)}\nNo benchmark was started.")
         available = hardware.gpu_count
     else:
         available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -127,9 +127,18 @@ class Phase:
         self.identity: dict = {"rank": rank, "host": socket.gethostname()}
         self.write("setup")
 
-    def write(self, name: str) -> None:
+    def write(self, name: str, expected_s: float | None = None) -> None:
+        """Enter (or stay in) a phase; ``expected_s`` is how long it should take from now.
+
+        The launcher turns ``expected_s`` into a stall bound (factor × expected + floor) and
+        kills the run once a rank has shown no progress for longer; None means "unknown" and
+        the launcher's setup bound applies (imports, NCCL init, the first cuDNN/compile step).
+        """
         self.name = name
-        self.path.write_text(json.dumps({**self.identity, "phase": name, "since": time.time(), "pid": os.getpid()}))
+        record = {**self.identity, "phase": name, "since": time.time(), "expected_s": expected_s, "pid": os.getpid()}
+        tmp = self.path.with_suffix(".phase.tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.path)  # the launcher polls this file: never let it read half of it
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +173,8 @@ def _write_failure(run_dir: Path, rank: int, reason: str, phase: str, status: st
     from harness.records import write_json_atomic
 
     write_json_atomic(run_dir / f"rank{rank}.failure.json", json.dumps(
-        {"rank": rank, "reason": reason, "phase": phase, "status": status, "host": socket.gethostname()}))
+        {"rank": rank, "reason": reason, "phase": phase, "status": status, "host": socket.gethostname(),
+         "time": time.time()}))
 
 
 def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase: Phase) -> None:
@@ -258,7 +268,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     # --- warmup: blocks until the minimum steps and seconds have passed and block times are steady.
     phase.write("warmup")
     try:
-        warmup_steps, block_ms, warmup_s = _warm_up(args, train_step, sync, all_reduce, dist, loss_sum)
+        warmup_steps, block_ms, warmup_s = _warm_up(args, train_step, sync, all_reduce, dist, loss_sum, phase)
     except torch.OutOfMemoryError as exc:
         raise _oom(args, device_name, gpu_index, "warmup", exc) from None
     _check_finite(loss_sum, "warmup", rank)
@@ -267,7 +277,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     # --- compute probe: each rank's own speed with gradient sync off (the synced steps hide it).
     compute_step_ms = None
     if world_size > 1 and not args.compile and args.compute_probe_steps > 0:
-        phase.write("probe")
+        phase.write("probe", expected_s=args.compute_probe_steps * block_ms / 1000.0)
         compute_step_ms = _compute_probe(args.compute_probe_steps, ddp, forward_backward, optimizer, sync, device)
     t_probed = time.time()
 
@@ -280,7 +290,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
         torch.cuda.reset_peak_memory_stats(device)
     dist.barrier()
     sync()
-    phase.write("measure")
+    phase.write("measure", expected_s=measured_steps * estimated_step_s)
     host_start = time.perf_counter()
     try:
         timer.start()
@@ -298,7 +308,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     loss_finite = bool(torch.isfinite(loss_sum).item())
     final_loss = float(loss.float().item())
 
-    phase.write("gather")
+    phase.write("gather", expected_s=1.0)
     peak_memory_gib = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
     mine = {
         "rank": rank, "local_rank": local_rank, "host": host, "gpu_index": gpu_index, "gpu_uuid": gpu_uuid,
@@ -352,7 +362,7 @@ def warmup_done(*, steps: int, block_means_ms: list[float], since_first_block_s:
     return abs(last - previous) <= steady_tolerance * previous
 
 
-def _warm_up(args: WorkerArgs, train_step, sync, all_reduce, dist, loss_sum) -> tuple[int, float, float]:
+def _warm_up(args: WorkerArgs, train_step, sync, all_reduce, dist, loss_sum, phase: Phase) -> tuple[int, float, float]:
     """Run warmup blocks until every rank agrees it is done; return (steps, last block ms/step, s)."""
     steps = 0
     block_means_ms: list[float] = []
@@ -368,6 +378,7 @@ def _warm_up(args: WorkerArgs, train_step, sync, all_reduce, dist, loss_sum) -> 
         now = time.perf_counter()
         block_means_ms.append((now - block_start) * 1000.0 / args.warmup_block_steps)
         first_block_end = first_block_end or now
+        phase.write("warmup", expected_s=now - block_start)  # heartbeat: the next block should take as long
         done_here = warmup_done(steps=steps, block_means_ms=block_means_ms, since_first_block_s=now - first_block_end,
                                 min_steps=args.min_warmup_steps, warmup_s=args.warmup_seconds,
                                 max_warmup_s=args.max_warmup_seconds)

@@ -1,0 +1,59 @@
+"""Shared fixtures for the launcher and worker tests: short CPU (gloo) benchmark specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.launch import BenchmarkSpec, tagged_pids
+
+# Short enough that one launch takes seconds on a 2-core host, long enough to reach every phase.
+FAST_RUN = {
+    "model": "tiny_bert",
+    "precision": "fp32",
+    "batch_size_per_gpu": 4,
+    "device": "cpu",
+    "warmup_seconds": 0.5,
+    "measure_seconds": 1.0,
+    "min_warmup_steps": 2,
+    "min_measure_steps": 5,
+    "timeout_s": 120.0,
+}
+
+
+@pytest.fixture(scope="session")
+def fast_spec():
+    """Factory: ``fast_spec(gpus_per_node=2, extra_env={...})`` -> a short CPU BenchmarkSpec."""
+
+    def make(**overrides) -> BenchmarkSpec:
+        fields = {**FAST_RUN, "gpus_per_node": 1, **overrides}
+        if fields.get("scaling") == "strong":
+            fields.pop("batch_size_per_gpu", None)
+        return BenchmarkSpec(**fields)
+
+    return make
+
+
+def processes_mentioning(run_id: str) -> list[int]:
+    """PIDs whose environment mentions run_id anywhere: independent of launch.tagged_pids' exact match."""
+    needle = run_id.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="session")
+def assert_no_process_left():
+    def check(run_id: str) -> None:
+        assert tagged_pids(run_id) == [], f"processes of run {run_id} still alive"
+        assert processes_mentioning(run_id) == [], f"a process still carries {run_id} in its environment"
+
+    return check

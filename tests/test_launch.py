@@ -1,0 +1,433 @@
+"""The launcher: torchrun command, spec validation, failure records, process cleanup, fault parsing.
+
+The pure tests run in milliseconds; the ``slow`` ones launch torchrun on CPU (gloo) with an
+injected fault and check that every way a rank can die becomes a record naming the rank, and
+that no process of the launch survives it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import faults
+from harness.faults import Fault, parse_fault
+from harness.launch import (
+    RUN_ID_ENV,
+    BenchmarkSpec,
+    Rendezvous,
+    Stall,
+    failure_record,
+    kill_run,
+    launch_env,
+    run_benchmark,
+    tagged_pids,
+    torchrun_command,
+)
+from harness.records import read_record
+
+
+def _spec(**overrides) -> BenchmarkSpec:
+    fields = {"model": "tiny_bert", "precision": "fp32", "gpus_per_node": 2, "batch_size_per_gpu": 4,
+              "device": "cpu"}
+    return BenchmarkSpec(**{**fields, **overrides})
+
+
+# --- torchrun command --------------------------------------------------------------------------
+
+
+def _option(command: list[str], name: str) -> str:
+    """The value following ``name`` in an argv list."""
+    return command[command.index(name) + 1]
+
+
+def test_standalone_command(tmp_path):
+    command = torchrun_command(_spec(), tmp_path, "rid-1")
+    assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--standalone" in command
+    assert "--nproc-per-node=2" in command
+    worker = command.index("harness.worker")
+    assert command[worker - 1] == "-m"
+    # torchrun's own options come before the module, the worker's after it.
+    assert command.index("--nproc-per-node=2") < worker
+    assert _option(command, "--batch-size-per-gpu") == "4"
+    assert _option(command, "--global-batch-size") == "8"
+    assert _option(command, "--device") == "cpu"
+    assert _option(command, "--run-dir") == str(tmp_path)
+    assert _option(command, "--run-id") == "rid-1"
+    assert not any(arg.startswith("--rdzv") for arg in command)
+
+
+def test_strong_scaling_command_passes_the_per_gpu_share(tmp_path):
+    command = torchrun_command(_spec(scaling="strong", batch_size_per_gpu=None, global_batch_size=16), tmp_path, "r")
+    assert _option(command, "--batch-size-per-gpu") == "8"
+    assert _option(command, "--global-batch-size") == "16"
+    assert _option(command, "--scaling") == "strong"
+
+
+def test_rendezvous_command(tmp_path):
+    spec = _spec(nodes=2, gpus_per_node=8)
+    command = torchrun_command(spec, tmp_path, "rid-2", Rendezvous(endpoint="node1:29400", run_id="job-42"))
+    assert "--standalone" not in command
+    assert "--rdzv-backend=c10d" in command
+    assert "--rdzv-endpoint=node1:29400" in command
+    assert "--rdzv-id=job-42" in command
+    assert "--nnodes=2" in command
+    assert "--nproc-per-node=8" in command
+    assert _option(command, "--global-batch-size") == str(4 * 16)
+
+
+def test_optional_flags_only_when_asked(tmp_path):
+    plain = torchrun_command(_spec(), tmp_path, "r")
+    assert "--compile" not in plain and "--peak-tflops" not in plain and "--sync-each-step" not in plain
+    flagged = torchrun_command(_spec(compile=True, peak_tflops=989.0, sync_each_step=True), tmp_path, "r")
+    assert "--compile" in flagged and "--sync-each-step" in flagged
+    assert _option(flagged, "--peak-tflops") == "989.0"
+
+
+def test_launch_env_tags_the_run_and_pins_cpu(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    env = launch_env(_spec(extra_env={"HARNESS_FAULT": "kind=nan"}), "rid-3")
+    assert env[RUN_ID_ENV] == "rid-3"
+    assert env["HARNESS_FAULT"] == "kind=nan"
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+    assert int(env["OMP_NUM_THREADS"]) >= 1
+    package_root = str(Path(__file__).resolve().parent.parent)
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == package_root
+
+
+# --- spec validation ---------------------------------------------------------------------------
+
+
+def test_unknown_model_is_rejected():
+    with pytest.raises(ValueError, match=r"model 'resnet9000' is unknown; known models: .*tiny_bert"):
+        _spec(model="resnet9000")
+
+
+def test_unknown_precision_is_rejected():
+    with pytest.raises(ValueError, match=r"precision 'fp8' is unknown; use one of fp32, fp16, bf16"):
+        _spec(precision="fp8")
+
+
+def test_weak_scaling_needs_a_batch_size():
+    with pytest.raises(ValueError, match="weak scaling needs a batch size per GPU"):
+        _spec(batch_size_per_gpu=None)
+
+
+def test_strong_scaling_needs_a_global_batch():
+    with pytest.raises(ValueError, match="strong scaling needs a global batch size"):
+        _spec(scaling="strong", batch_size_per_gpu=None)
+
+
+def test_indivisible_global_batch_is_rejected():
+    with pytest.raises(ValueError, match="not divisible by 2 GPUs"):
+        _spec(scaling="strong", batch_size_per_gpu=None, global_batch_size=7)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("scaling", "sideways", "scaling 'sideways' is unknown"),
+    ("device", "tpu", "device 'tpu' is unknown"),
+    ("gpus_per_node", 0, "gpus_per_node must be >= 1, got 0"),
+    ("measure_seconds", 0.0, "measure_seconds must be > 0 seconds"),
+    ("timeout_s", -1.0, "timeout_s must be > 0 seconds"),
+])
+def test_bad_spec_field_names_itself(field, value, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _spec(**{field: value})
+
+
+# --- failure records from a dead launch (no torchrun) ------------------------------------------
+
+TORCHRUN_ROOT_CAUSE_LOG = """\
+[W0101 00:00:01.000000 99 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 1233 closing signal SIGTERM
+E0101 00:00:01.100000 99 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) local_rank: 3 (pid: 1234) of binary: /usr/bin/python
+Traceback (most recent call last):
+  File "/usr/lib/python3/site-packages/torch/distributed/run.py", line 900, in main
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+harness.worker FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-01-01_00:00:01
+  host      : node7
+  rank      : 3 (local_rank: 3)
+  exitcode  : -9 (pid: 1234)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 1234
+============================================================
+"""
+
+
+def _failure_from_log(tmp_path: Path, log: str, phases: dict[int, dict], **kwargs):
+    (tmp_path / "torchrun.log").write_text(log)
+    stall = Stall(reason="rank 0 showed no progress") if kwargs.pop("timed_out", False) else None
+    return failure_record(_spec(gpus_per_node=4), "rid-f", tmp_path, returncode=kwargs.pop("returncode", 1),
+                          stall=stall, elapsed_s=12.0, phases=phases, **kwargs)
+
+
+def test_root_cause_block_names_the_killed_rank(tmp_path):
+    record = _failure_from_log(tmp_path, TORCHRUN_ROOT_CAUSE_LOG, phases={})
+    assert record.status == "failed"
+    assert record.failure.rank == 3
+    assert re.match(r"rank 3\b.* was killed by SIGKILL", record.failure.reason), record.failure.reason
+    assert "torchrun.log" in record.failure.log_tails
+    assert "Root Cause" in record.failure.log_tails["torchrun.log"]
+
+
+def test_root_cause_uses_the_ranks_phase_and_host(tmp_path):
+    phases = {3: {"rank": 3, "host": "node7", "phase": "measure"}, 0: {"rank": 0, "host": "node4", "phase": "measure"}}
+    record = _failure_from_log(tmp_path, TORCHRUN_ROOT_CAUSE_LOG, phases=phases)
+    assert record.failure.reason == "rank 3 (host node7) was killed by SIGKILL in phase measure"
+    assert record.failure.phase == "measure"
+    assert set(record.hosts) == {"node4", "node7"}
+
+
+def test_root_cause_with_an_exit_code(tmp_path):
+    log = TORCHRUN_ROOT_CAUSE_LOG.replace("exitcode  : -9 (pid: 1234)", "exitcode  : 1 (pid: 1234)")
+    record = _failure_from_log(tmp_path, log, phases={})
+    assert record.failure.rank == 3
+    assert "rank 3 (host node7) exited with code 1" in record.failure.reason  # host from torchrun
+
+
+def test_no_root_cause_says_torchrun_failed(tmp_path):
+    record = _failure_from_log(tmp_path, "RuntimeError: address already in use\n", phases={}, returncode=1)
+    assert record.status == "failed"
+    assert record.failure.rank is None
+    assert record.failure.reason.startswith("torchrun exited with code 1 before any rank reported a result")
+    assert "address already in use" in record.failure.reason
+
+
+def test_timeout_names_the_earliest_stuck_phase(tmp_path):
+    phases = {0: {"phase": "measure", "host": "a"}, 1: {"phase": "warmup", "host": "a"}}
+    record = _failure_from_log(tmp_path, "", phases=phases, timed_out=True)
+    assert record.status == "timeout"
+    assert record.failure.reason.startswith("timed out in phase warmup after 12 s")
+    assert "measure: ranks 0" in record.failure.reason and "warmup: ranks 1" in record.failure.reason
+
+
+def test_rank_failure_file_wins_over_the_torchrun_log(tmp_path):
+    (tmp_path / "rank2.failure.json").write_text(
+        '{"rank": 2, "reason": "out of memory at batch 4 per GPU", "phase": "measure", "status": "failed"}')
+    record = _failure_from_log(tmp_path, TORCHRUN_ROOT_CAUSE_LOG, phases={2: {"host": "node7", "phase": "measure"}})
+    assert record.failure.rank == 2
+    assert record.failure.reason == "rank 2 (host node7): out of memory at batch 4 per GPU"
+
+
+# --- process cleanup ---------------------------------------------------------------------------
+
+
+def _wait_for_tagged(run_id: str, count: int, timeout_s: float = 5.0) -> list[int]:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        pids = tagged_pids(run_id)
+        if len(pids) >= count:
+            return pids
+        time.sleep(0.05)
+    return tagged_pids(run_id)
+
+
+def test_kill_run_ends_a_tagged_process_tree(assert_no_process_left):
+    run_id = f"test-kill-tree-{os.getpid()}-{time.time_ns()}"
+    proc = subprocess.Popen(["bash", "-c", "sleep 60 & sleep 60"], env={**os.environ, RUN_ID_ENV: run_id},
+                            start_new_session=True)
+    assert len(_wait_for_tagged(run_id, 3)) >= 2  # bash and its children carry the tag
+    kill_run(proc, run_id, grace_s=2.0)
+    assert proc.returncode is not None
+    assert_no_process_left(run_id)
+
+
+def test_kill_run_escalates_to_sigkill_for_a_process_that_ignores_sigterm(assert_no_process_left):
+    """A child in a session of its own that ignores SIGTERM: only the /proc sweep and SIGKILL reach it."""
+    run_id = f"test-kill-stubborn-{os.getpid()}-{time.time_ns()}"
+    proc = subprocess.Popen(["bash", "-c", "trap '' TERM; setsid sleep 60 & sleep 60"],
+                            env={**os.environ, RUN_ID_ENV: run_id}, start_new_session=True)
+    assert len(_wait_for_tagged(run_id, 3)) >= 2
+    started = time.monotonic()
+    kill_run(proc, run_id, grace_s=0.5)
+    assert time.monotonic() - started < 5.0
+    assert_no_process_left(run_id)
+
+
+def test_tagged_pids_matches_the_exact_run_id():
+    run_id = f"test-exact-{os.getpid()}-{time.time_ns()}"
+    proc = subprocess.Popen(["sleep", "60"], env={**os.environ, RUN_ID_ENV: run_id + "-other"})
+    try:
+        _wait_for_tagged(run_id + "-other", 1)
+        assert tagged_pids(run_id) == []
+        assert tagged_pids(run_id + "-other") == [proc.pid]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# --- launched runs with injected faults (slow) -------------------------------------------------
+
+
+# When one rank dies its peers fail too ("Connection closed by peer" from gloo, NCCL's "remote
+# process exited"); the record must blame the rank that died, not the echo (launch._root_cause).
+
+# torchrun polls its workers every 0.1 s, so whether the surviving rank reports the lost peer
+# before torchrun terminates it is a race. Polling every second lets it always win, as it always
+# does for ranks on another node (whose torchrun never sees the dead rank at all).
+PEER_NOTICES_FIRST = {"PET_MONITOR_INTERVAL": "1"}
+
+
+def _launch(tmp_path_factory, fast_spec, name: str, **overrides):
+    run_dir = tmp_path_factory.mktemp(name)
+    return run_dir, run_benchmark(fast_spec(**overrides), run_dir)
+
+
+@pytest.fixture(scope="module")
+def crashed_run(tmp_path_factory, fast_spec):
+    return _launch(tmp_path_factory, fast_spec, "crash", gpus_per_node=2,
+                   extra_env={"HARNESS_FAULT": "kind=crash,rank=1,phase=measure,step=1"})
+
+
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory, fast_spec):
+    return _launch(tmp_path_factory, fast_spec, "kill", gpus_per_node=2,
+                   extra_env={"HARNESS_FAULT": "kind=kill,rank=1,phase=measure,step=1", **PEER_NOTICES_FIRST})
+
+
+@pytest.mark.slow
+def test_a_crashing_rank_fails_the_run_and_leaves_no_process(crashed_run, assert_no_process_left):
+    run_dir, record = crashed_run
+    assert record.status == "failed"
+    assert record.failure is not None and record.failure.phase == "measure"
+    assert read_record(run_dir / "record.json").status == "failed"
+    assert_no_process_left(record.run_id)
+
+
+@pytest.mark.slow
+def test_a_crashing_ranks_traceback_is_in_the_log_tails(crashed_run):
+    _, record = crashed_run
+    tails = record.failure.log_tails
+    assert "rank1.log" in tails and "torchrun.log" in tails
+    assert "Traceback (most recent call last)" in tails["rank1.log"]
+    assert "RuntimeError: injected crash (HARNESS_FAULT) at measure step 1" in tails["rank1.log"]
+
+
+@pytest.mark.slow
+def test_a_crashing_rank_is_named(crashed_run):
+    _, record = crashed_run
+    failure = record.failure
+    assert failure.rank == 1, failure.reason
+    assert re.match(r"rank 1\b", failure.reason), failure.reason
+    assert "injected crash (HARNESS_FAULT) at measure step 1" in failure.reason
+
+
+@pytest.mark.slow
+def test_a_sigkilled_rank_fails_the_run_and_leaves_no_process(killed_run, assert_no_process_left):
+    run_dir, record = killed_run
+    assert record.status == "failed"
+    assert "rank1.log" in record.failure.log_tails
+    assert read_record(run_dir / "record.json").status == "failed"
+    assert_no_process_left(record.run_id)
+
+
+@pytest.mark.slow
+def test_a_sigkilled_rank_is_named(killed_run):
+    _, record = killed_run
+    failure = record.failure
+    assert failure.rank == 1, failure.reason
+    assert re.match(r"rank 1\b.* was killed by SIGKILL in phase measure", failure.reason), failure.reason
+    assert failure.phase == "measure"
+
+
+@pytest.mark.slow
+def test_a_hanging_rank_times_out(tmp_path, fast_spec, assert_no_process_left):
+    spec = fast_spec(gpus_per_node=2, timeout_s=20.0,
+                     extra_env={"HARNESS_FAULT": "kind=hang,rank=1,phase=measure,step=1"})
+    started = time.monotonic()
+    record = run_benchmark(spec, tmp_path)
+    elapsed_s = time.monotonic() - started
+    assert record.status == "timeout", record.failure.reason
+    assert record.failure.reason.startswith("timed out in phase measure"), record.failure.reason
+    assert record.failure.phase == "measure"
+    assert elapsed_s < 30.0
+    assert read_record(tmp_path / "record.json").status == "timeout"
+    assert_no_process_left(record.run_id)
+
+
+@pytest.mark.slow
+def test_an_oom_is_reported_with_the_batch_and_the_way_out(tmp_path, fast_spec, assert_no_process_left):
+    spec = fast_spec(gpus_per_node=1, extra_env={"HARNESS_FAULT": "kind=oom,rank=0,phase=measure,step=0"})
+    record = run_benchmark(spec, tmp_path)
+    assert record.status == "failed"
+    assert record.failure.rank == 0
+    assert record.failure.phase == "measure"
+    assert "out of memory at batch 4 per GPU" in record.failure.reason
+    assert "harness find-max-bs --model tiny_bert --precision fp32" in record.failure.reason
+    assert_no_process_left(record.run_id)
+
+
+@pytest.mark.slow
+def test_an_oom_on_a_later_rank_is_not_masked_by_its_peer(tmp_path, fast_spec):
+    spec = fast_spec(gpus_per_node=2, extra_env={"HARNESS_FAULT": "kind=oom,rank=1,phase=measure,step=1"})
+    record = run_benchmark(spec, tmp_path)
+    assert record.status == "failed"
+    assert record.failure.rank == 1, record.failure.reason
+    assert "out of memory at batch 4 per GPU" in record.failure.reason
+
+
+# --- fault specifications ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("kind=kill,rank=1,phase=measure,step=5", Fault(kind="kill", rank=1, phase="measure", step=5)),
+    ("kind=nan", Fault(kind="nan", rank=0, phase="measure", step=0)),
+    (" kind = hang , phase = warmup , step = 3 ", Fault(kind="hang", rank=0, phase="warmup", step=3)),
+    ("kind=oom,rank=7", Fault(kind="oom", rank=7, phase="measure", step=0)),
+])
+def test_parse_fault_accepts(text, expected):
+    assert parse_fault(text) == expected
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("kind=kill,colour=red", "unknown keys ['colour']"),
+    ("kind=explode", "kind 'explode' is not one of kill, crash, hang, nan, oom"),
+    ("rank=1", "kind '' is not one of"),
+    ("kind=kill,phase=teardown", "phase 'teardown' is not one of warmup, measure"),
+    ("kind=kill,step=five", "rank and step must be integers"),
+    ("kind=kill,rank=one", "rank and step must be integers"),
+    ("kind=kill,step", "expected key=value pairs separated by commas, got 'step'"),
+])
+def test_parse_fault_rejects_and_names_the_bad_part(text, named):
+    with pytest.raises(ValueError, match=re.escape(named)) as excinfo:
+        parse_fault(text)
+    assert "HARNESS_FAULT" in str(excinfo.value)
+
+
+def test_fault_is_due_only_at_its_rank_phase_and_step():
+    fault = parse_fault("kind=crash,rank=1,phase=measure,step=2")
+    assert fault.due(1, "measure", 2)
+    assert not fault.due(0, "measure", 2)
+    assert not fault.due(1, "warmup", 2)
+    assert not fault.due(1, "measure", 3)
+
+
+def test_fault_from_env(monkeypatch):
+    monkeypatch.delenv(faults.ENV_VAR, raising=False)
+    assert faults.fault_from_env() is None
+    monkeypatch.setenv(faults.ENV_VAR, "kind=nan,rank=1")
+    assert faults.fault_from_env() == Fault(kind="nan", rank=1, phase="measure", step=0)
+
+
+def test_crash_and_oom_faults_raise():
+    import torch
+
+    with pytest.raises(RuntimeError, match="injected crash"):
+        faults.trigger(parse_fault("kind=crash,step=4"))
+    with pytest.raises(torch.OutOfMemoryError, match="injected out-of-memory"):
+        faults.trigger(parse_fault("kind=oom"))

@@ -1,0 +1,187 @@
+"""The DDP worker end to end on CPU (gloo), launched through harness.launch.run_benchmark.
+
+Each successful launch is shared by the tests of one module-scoped fixture, so that every
+behaviour gets its own test without paying for a launch per assertion.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.launch import BenchmarkSpec, run_benchmark
+from harness.records import read_record
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["1rank", "2ranks"])
+def ok_run(request, tmp_path_factory, fast_spec):
+    """(spec, run_dir, record) of a weak-scaling run that should succeed."""
+    spec = fast_spec(gpus_per_node=request.param)
+    run_dir = tmp_path_factory.mktemp(f"ok-{request.param}rank")
+    record = run_benchmark(spec, run_dir)
+    return spec, run_dir, record
+
+
+def _reason(record) -> str:
+    return record.failure.reason if record.failure else "(no failure recorded)"
+
+
+# --- a successful run --------------------------------------------------------------------------
+
+
+def test_status_is_ok(ok_run):
+    _, _, record = ok_run
+    assert record.status == "ok", _reason(record)
+    assert record.ok
+    assert record.failure is None
+
+
+def test_world_size_and_global_batch(ok_run):
+    spec, _, record = ok_run
+    assert record.world_size == spec.gpus_per_node
+    assert record.nodes == 1
+    assert record.device_kind == "cpu"
+    assert record.batch_size_per_gpu == 4
+    assert record.global_batch_size == 4 * spec.gpus_per_node
+
+
+def test_throughput_per_gpu_is_total_over_world_size(ok_run):
+    _, _, record = ok_run
+    assert record.throughput_per_gpu > 0
+    assert record.throughput_total > 0
+    assert record.throughput_per_gpu == pytest.approx(record.throughput_total / record.world_size, rel=1e-9)
+    assert record.sample_unit == "sequences"
+
+
+def test_per_rank_has_one_entry_per_rank(ok_run):
+    spec, _, record = ok_run
+    assert len(record.per_rank) == spec.gpus_per_node
+    assert sorted(r.rank for r in record.per_rank) == list(range(spec.gpus_per_node))
+    for rank_stats in record.per_rank:
+        assert rank_stats.window_s > 0
+        assert rank_stats.step_time.steps == record.measured_steps
+
+
+def test_step_time_percentiles_are_ordered(ok_run):
+    _, _, record = ok_run
+    stats = record.step_time_ms
+    assert stats is not None
+    assert stats.p99_ms >= stats.p95_ms >= stats.median_ms > 0
+    assert stats.mean_ms > 0
+    # Pooled over ranks: every rank's measured steps.
+    assert stats.steps == record.measured_steps * record.world_size
+
+
+def test_measured_steps_meet_the_minimum(ok_run):
+    spec, _, record = ok_run
+    assert record.measured_steps >= spec.min_measure_steps
+    assert record.warmup_steps >= spec.min_warmup_steps
+
+
+def test_loss_is_finite(ok_run):
+    _, _, record = ok_run
+    assert record.loss_finite is True
+    assert record.final_loss is not None and record.final_loss > 0
+
+
+@pytest.mark.parametrize("ok_run", [2], ids=["2ranks"], indirect=True)
+def test_straggler_is_reported_for_two_ranks(ok_run):
+    _, _, record = ok_run
+    lag = record.straggler
+    assert lag is not None
+    assert lag.ratio >= 1.0
+    assert record.straggler_ratio == lag.ratio
+    assert {lag.slowest_rank, lag.fastest_rank} <= {0, 1}
+    if lag.ratio > 1.0:
+        assert lag.slowest_rank != lag.fastest_rank
+    # The compute probe ran (gradient sync off) on both ranks: that is what the ratio compares.
+    assert all(r.compute_step_ms and r.compute_step_ms > 0 for r in record.per_rank)
+
+
+def test_versions_are_recorded(ok_run):
+    import torch
+
+    _, _, record = ok_run
+    assert record.versions is not None
+    assert record.versions.torch == torch.__version__
+    assert record.versions.python
+
+
+def test_phases_cover_the_launch(ok_run):
+    _, _, record = ok_run
+    expected = {"process_start", "import", "init", "build", "warmup", "measure", "launch_total"}
+    assert expected <= set(record.phases_s), sorted(record.phases_s)
+    assert all(record.phases_s[name] >= 0 for name in expected)
+    # The launcher's wall time covers every phase the worker timed.
+    worker_phases = sum(v for k, v in record.phases_s.items() if k != "launch_total")
+    assert record.phases_s["launch_total"] >= worker_phases * 0.99
+
+
+def test_record_json_round_trips(ok_run):
+    _, run_dir, record = ok_run
+    on_disk = read_record(run_dir / "record.json")
+    assert on_disk.status == "ok"
+    assert on_disk.run_id == record.run_id
+    assert on_disk.throughput_total == record.throughput_total
+    assert on_disk.per_rank == record.per_rank
+
+
+def test_every_rank_writes_its_log(ok_run):
+    spec, run_dir, _ = ok_run
+    for rank in range(spec.gpus_per_node):
+        log = run_dir / f"rank{rank}.log"
+        assert log.exists()
+        assert f"rank {rank}/{spec.gpus_per_node}" in log.read_text()
+
+
+def test_no_process_left_after_success(ok_run, assert_no_process_left):
+    _, _, record = ok_run
+    assert_no_process_left(record.run_id)
+
+
+# --- strong scaling ----------------------------------------------------------------------------
+
+
+def test_strong_scaling_splits_the_global_batch(tmp_path, fast_spec):
+    spec = fast_spec(gpus_per_node=2, scaling="strong", global_batch_size=8)
+    assert spec.per_gpu_batch == 4
+    record = run_benchmark(spec, tmp_path)
+    assert record.status == "ok", _reason(record)
+    assert record.scaling == "strong"
+    assert record.batch_size_per_gpu == 4
+    assert record.global_batch_size == 8
+    assert record.world_size == 2
+
+
+def test_strong_scaling_rejects_an_indivisible_global_batch():
+    with pytest.raises(ValueError, match="not divisible") as excinfo:
+        BenchmarkSpec(model="tiny_bert", precision="fp32", gpus_per_node=2, scaling="strong",
+                      global_batch_size=7, device="cpu")
+    assert "7" in str(excinfo.value) and "2 GPUs" in str(excinfo.value)
+
+
+# --- non-finite loss ---------------------------------------------------------------------------
+
+
+def test_nan_in_the_measured_window_makes_the_run_invalid(tmp_path, fast_spec, assert_no_process_left):
+    spec = fast_spec(gpus_per_node=2, extra_env={"HARNESS_FAULT": "kind=nan,rank=0,phase=measure,step=2"})
+    record = run_benchmark(spec, tmp_path)
+    assert record.status == "invalid", _reason(record)
+    assert record.loss_finite is False
+    assert record.failure is not None
+    assert "non-finite loss" in record.failure.reason
+    assert record.failure.phase == "measure"
+    assert read_record(tmp_path / "record.json").status == "invalid"
+    assert_no_process_left(record.run_id)
+
+
+def test_nan_during_warmup_makes_the_run_invalid(tmp_path, fast_spec, assert_no_process_left):
+    spec = fast_spec(gpus_per_node=1, extra_env={"HARNESS_FAULT": "kind=nan,rank=0,phase=warmup,step=1"})
+    record = run_benchmark(spec, tmp_path)
+    assert record.status == "invalid", _reason(record)
+    assert record.failure is not None
+    assert "non-finite loss" in record.failure.reason
+    assert record.failure.phase == "warmup"
+    assert read_record(tmp_path / "record.json").status == "invalid"
+    assert_no_process_left(record.run_id)
