@@ -104,29 +104,15 @@ def weak_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: C
     checks = sanity_checks(record)
     if not all(c.passed for c in checks):
         return checks
-    checks += [c for c in [
-        _bounded("per-GPU throughput", "performance", record.throughput_per_gpu, bounds.min_samples_per_sec_per_gpu,
-                 f"{record.sample_unit}/s", ">=", bounds.source, "no measurement"),
-    ] if c is not None]
+    throughput = _bounded("per-GPU throughput", "performance", record.throughput_per_gpu,
+                          bounds.min_samples_per_sec_per_gpu, f"{record.sample_unit}/s", ">=", bounds.source,
+                          "no measurement")
+    checks += [throughput] if throughput is not None else []
     if record.world_size > 1:
-        bound = bounds.min_weak_efficiency.get(record.world_size)
         efficiency, note = weak_efficiency(record, baseline)
-        check = _bounded("weak-scaling efficiency", "performance", efficiency, bound, "", ">=", bounds.source, note)
-        if check is None:
-            check = Check(name="weak-scaling efficiency", kind="performance", measured=efficiency, bound=None,
-                          unit="", comparison=">=", passed=None, source=bounds.source,
-                          note=f"the profile has no bound for {record.world_size} GPUs")
-        checks.append(check)
+        checks.append(_scaling_check("weak-scaling efficiency", efficiency, note, bounds.min_weak_efficiency,
+                                     record.world_size, bounds.source))
     return checks + health_checks(record, bounds, telemetry_note)
-
-
-def weak_efficiency(record: RunRecord, baseline: RunRecord | None) -> tuple[float | None, str]:
-    if baseline is None or not baseline.ok or not baseline.throughput_per_gpu:
-        why = baseline.failure.reason if baseline is not None and baseline.failure else "no 1-GPU baseline"
-        return None, f"1-GPU baseline unavailable ({why})"
-    if record.throughput_per_gpu is None:
-        return None, "no measurement"
-    return record.throughput_per_gpu / baseline.throughput_per_gpu, ""
 
 
 def strong_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: CaseBounds, *,
@@ -137,24 +123,38 @@ def strong_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds:
         return checks
     speedup, note = strong_speedup(record, baseline)
     efficiency = speedup / record.world_size if speedup is not None else None
-    bound = bounds.min_strong_efficiency.get(record.world_size)
-    check = _bounded("strong-scaling efficiency", "performance", efficiency, bound, "", ">=", bounds.source, note)
-    if check is None:
-        check = Check(name="strong-scaling efficiency", kind="performance", measured=efficiency, bound=None,
-                      unit="", comparison=">=", passed=None, source=bounds.source,
-                      note=f"the profile has no bound for {record.world_size} GPUs")
-    checks.append(check)
+    checks.append(_scaling_check("strong-scaling efficiency", efficiency, note, bounds.min_strong_efficiency,
+                                 record.world_size, bounds.source))
     return checks + health_checks(record, bounds, telemetry_note)
+
+
+def _scaling_check(name: str, measured: float | None, note: str, bound_by_gpus: dict[int, float],
+                   world_size: int, source: str) -> Check:
+    """An efficiency check; a GPU count the profile has no bound for is reported, never passed."""
+    check = _bounded(name, "performance", measured, bound_by_gpus.get(world_size), "", ">=", source, note)
+    if check is not None:
+        return check
+    return Check(name=name, kind="performance", measured=measured, bound=None, unit="", comparison=">=",
+                 passed=None, source=source, note=f"the profile has no bound for {world_size} GPUs")
+
+
+def _ratio_to_baseline(value: float | None, baseline: RunRecord | None, baseline_value: str) -> tuple[float | None, str]:
+    if baseline is None or not baseline.ok or not getattr(baseline, baseline_value):
+        why = baseline.failure.reason if baseline is not None and baseline.failure else "no 1-GPU baseline"
+        return None, f"1-GPU baseline unavailable ({why})"
+    if value is None:
+        return None, "no measurement"
+    return value / getattr(baseline, baseline_value), ""
+
+
+def weak_efficiency(record: RunRecord, baseline: RunRecord | None) -> tuple[float | None, str]:
+    """Per-GPU throughput at N / at 1 GPU (same model, precision and per-GPU batch)."""
+    return _ratio_to_baseline(record.throughput_per_gpu, baseline, "throughput_per_gpu")
 
 
 def strong_speedup(record: RunRecord, baseline: RunRecord | None) -> tuple[float | None, str]:
     """Time per global batch at 1 GPU / at N GPUs (= total throughput ratio at equal global batch)."""
-    if baseline is None or not baseline.ok or not baseline.throughput_total:
-        why = baseline.failure.reason if baseline is not None and baseline.failure else "no 1-GPU baseline"
-        return None, f"1-GPU baseline unavailable ({why})"
-    if record.throughput_total is None:
-        return None, "no measurement"
-    return record.throughput_total / baseline.throughput_total, ""
+    return _ratio_to_baseline(record.throughput_total, baseline, "throughput_total")
 
 
 def failed_checks(checks: list[Check]) -> list[Check]:
