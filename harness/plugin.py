@@ -249,6 +249,8 @@ class HarnessSession:
             "hardware": hardware.to_dict(),
             "command_line": [sys.executable, "-m", "pytest", *self.config.invocation_params.args],
             "harness_version": _harness_version(),
+            "git_commit": _git_commit(),
+            "container": _container(),
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
         }
 
@@ -262,6 +264,34 @@ def refused_record(spec, run_id: str, busy: list) -> RunRecord:
                      world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
                      batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
                      status="failed", failure=Failure(reason=busy_gpu_message(busy), phase="setup"))
+
+
+def _git_commit() -> str | None:
+    """The harness checkout's commit (with "-dirty" for local changes), or None outside a checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return os.environ.get("HARNESS_GIT_COMMIT")  # baked into container images at build time
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("-dirty" if dirty else "")
+
+
+def _container() -> dict | None:
+    """The image this session runs in, when it runs in one (OCI image or Apptainer/Singularity)."""
+    facts = {key: os.environ[key] for key in ("HARNESS_CONTAINER_IMAGE", "APPTAINER_NAME", "APPTAINER_CONTAINER",
+                                              "SINGULARITY_NAME", "SINGULARITY_CONTAINER") if os.environ.get(key)}
+    if not facts and Path("/run/.containerenv").exists():
+        facts["runtime"] = "podman/buildah"
+    if not facts and Path("/.dockerenv").exists():
+        facts["runtime"] = "docker"
+    return facts or None
 
 
 def _harness_version() -> str:
