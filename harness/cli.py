@@ -115,7 +115,19 @@ def cmd_thresholds(ns: argparse.Namespace) -> int:
     return cli_check(ns.files)
 
 
-COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds}
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="rebuild report.html of a run directory from its saved JSON",
+                       description="Rebuild reports/<run-id>/report.html from report.json, session.json and runs/.")
+    p.add_argument("run_dir", help="a run directory, e.g. reports/latest")
+
+
+def cmd_report(ns: argparse.Namespace) -> int:
+    from harness.report import cli_report
+
+    return cli_report(ns.run_dir)
+
+
+COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, "report": cmd_report}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -127,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_detect(sub)
     _add_thresholds(sub)
+    _add_report(sub)
     return parser
 
 

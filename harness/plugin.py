@@ -478,7 +478,13 @@ class _JsonReportHooks:
         json_report["harness"] = summary
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After pytest-json-report saved report.json: session.json, then the HTML sign-off report.
+
+    Runs on a normal end, on failures and on an interrupt (Ctrl-C, or SIGTERM from Slurm's time
+    limit), so a cut-short session still leaves a report, marked INCOMPLETE.
+    """
     harness_session = session.config.stash.get(SESSION_KEY, None)
     if harness_session is None:
         return
@@ -488,3 +494,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     summary["exitstatus"] = int(exitstatus)
     summary["interrupted"] = bool(session.shouldstop) or int(exitstatus) == pytest.ExitCode.INTERRUPTED
     write_json_atomic(harness_session.run_dir / "session.json", json.dumps(summary, indent=1, default=str))
+    _write_html_report(session, harness_session.run_dir)
+
+
+def _write_html_report(session: pytest.Session, run_dir: Path) -> None:
+    """The sign-off page; a problem here is a warning line, never a changed exit status."""
+    from harness.report import write_report
+
+    try:
+        line = f"harness: report {write_report(run_dir)}"
+    except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page
+        line = f"harness: report.html not written ({type(exc).__name__}: {exc}); rebuild with `harness report {run_dir}`"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)

@@ -169,3 +169,4 @@ source = "test"
     summary = json.loads((run_dir / "session.json").read_text())
     assert summary["interrupted"] is True
     assert (run_dir / "report.json").exists()
+    assert "INCOMPLETE" in (run_dir / "report.html").read_text()

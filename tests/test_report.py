@@ -1,0 +1,401 @@
+"""The HTML sign-off report: built from saved JSON alone, honest about failures and gaps, safe to open.
+
+Fast: no browser, no benchmark. The real 4 × H200 acceptance run in docs/data/ is the main input;
+failures, interruptions and hostile strings are made by editing a copy of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import report, svg
+
+ROOT = Path(__file__).resolve().parents[1]
+H200_RUN = ROOT / "docs" / "data" / "2026-11-21-h200x4-acceptance"
+CPU_RUN = ROOT / "docs" / "examples" / "cpu" / "run"
+HOSTILE = "<script>alert(1)</script>"
+FAILED_NODE = "test_scaling.py::test_weak_scaling[resnet152-bf16-4gpu]"
+SLOW_NODE = "test_scaling.py::test_weak_scaling[vit_b_16-fp16-2gpu]"
+
+
+# --- run directories -------------------------------------------------------------------------
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _save(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1))
+
+
+def _test(report_json: dict, nodeid: str) -> dict:
+    return next(t for t in report_json["tests"] if t["nodeid"] == nodeid)
+
+
+@pytest.fixture
+def h200_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "20261121-110032-vm-h200"
+    shutil.copytree(H200_RUN, run)
+    return run
+
+
+def _crash(harness: dict, *, reason: str, log_line: str) -> None:
+    """Turn a test's metadata into a crashed launch, as launch.failure_record writes it."""
+    record = harness["record"]
+    for key in ("throughput_per_gpu", "throughput_total", "step_time_ms", "straggler", "straggler_ratio", "mfu"):
+        record[key] = None
+    record["status"] = "failed"
+    record["per_rank"] = []
+    record["failure"] = {"reason": reason, "phase": "measure", "rank": 2, "log_tails": {
+        "rank0.log": "step 1\nstep 2\nwaiting on all-reduce", "rank2.log": f"step 1\n{log_line}\nKilled",
+        "torchrun.log": "Root Cause (first observed failure):\n  rank: 2\n  exitcode: -9"}}
+    harness["checks"] = [{"name": "run completed", "kind": "sanity", "measured": None, "bound": None, "unit": "",
+                          "comparison": "==", "passed": False, "note": reason, "source": ""}]
+
+
+def make_failed(run: Path) -> Path:
+    """One crashed 4-GPU case (rank 2 killed) and one slow 2-GPU case (throughput under its bound)."""
+    data = _load(run / "report.json")
+    reason = "rank 2 (host vm, GPU 2) was killed by SIGKILL in phase measure"
+    crashed = _test(data, FAILED_NODE)
+    crashed["outcome"] = "failed"
+    crashed["call"]["outcome"] = "failed"
+    crashed["call"]["longrepr"] = (f"run completed: FAILED — {reason}\n"
+                                   "rank logs: reports/x/logs/resnet152-bf16-weak-4gpu/")
+    _crash(crashed["metadata"]["harness"], reason=reason, log_line="NCCL watchdog timeout on rank 2")
+    slow = _test(data, SLOW_NODE)
+    slow["outcome"] = "failed"
+    slow["call"]["outcome"] = "failed"
+    slow["call"]["longrepr"] = "per-GPU throughput 1,900.0 images/s < 2,056.0 images/s (h200, vit_b_16 fp16, 2 GPUs)"
+    check = next(c for c in slow["metadata"]["harness"]["checks"] if c["name"] == "per-GPU throughput")
+    check.update(measured=1900.0, passed=False)
+    slow["metadata"]["harness"]["record"]["throughput_per_gpu"] = 1900.0
+    data["summary"].update(passed=22, failed=2)
+    data["exitcode"] = 1
+    _save(run / "report.json", data)
+    session = _load(run / "session.json")
+    session["exitstatus"] = 1
+    _save(run / "session.json", session)
+    return run
+
+
+@pytest.fixture
+def failed_dir(h200_dir: Path) -> Path:
+    return make_failed(h200_dir)
+
+
+def _verdict(html: str) -> str:
+    return re.search(r'data-verdict="([A-Z]+)"', html).group(1)
+
+
+def _matrix(html: str) -> str:
+    return re.search(r'<table class="matrix">.*?</table>', html, re.S).group(0)
+
+
+# --- a complete, passing run -----------------------------------------------------------------
+
+
+def test_h200_example_is_a_pass_with_every_count(h200_dir: Path):
+    html = report.build_report(h200_dir)
+    assert _verdict(html) == "PASS"
+    assert "24 passed" in html and "0 failed" in html and "9 skipped" in html and "0 errors" in html
+    assert "Incomplete" not in html
+    matrix = _matrix(html)
+    header = re.search(r"<thead>(.*?)</thead>", matrix, re.S).group(1)
+    assert re.findall(r"<th>(\d) GPUs?</th>", header) == ["1", "2", "4", "8"]
+    rows = re.findall(r"<tr>\s*(?:<th[^>]*>([^<]*)</th>\s*)?<td>(bf16|fp16)</td>", matrix)
+    assert len(rows) == 8
+    assert [m for m, _ in rows if m] == ["resnet50", "resnet152", "vit_b_16", "bert_large"]
+    assert matrix.count('<span class="badge pass">PASS</span>') == 24
+    assert matrix.count('<span class="badge skip">SKIP</span>') == 8
+    assert "needs 8 GPUs; this node has 4" in matrix
+    assert "4,647.6 img/s" in matrix  # resnet50 bf16, 1 GPU
+    assert "efficiency 0.994 vs 1" in matrix  # resnet50 bf16, 4 GPUs
+
+
+def test_h200_signoff_record_names_hardware_software_and_profile(h200_dir: Path):
+    html = report.build_report(h200_dir)
+    signoff = re.search(r'<section id="signoff">.*?</section>', html, re.S).group(0)
+    assert "4 × NVIDIA H200 (140.4 GiB each)" in signoff
+    for fact in ("580.159.04", "driver API 13.0, runtime 13.0", "2.28.9", "2.11.0+cu130", "0.1.0 (git commit unknown)",
+                 "c91069bf06c55d25abff3ef68a906f7bd1c6501fd89f9f1054f3564663227c6c",
+                 "-m pytest -p harness.plugin acceptance --harness-report-dir=/tmp/reports -v -rs",
+                 "GPU-6ea4bf66-c8db-bcb0-a3a1-f4dccc37eadf", "not recorded (this harness version does not record"):
+        assert fact in signoff, fact
+    assert "2026-11-21 11:00:32 UTC" in html and "8 min 22 s" in html
+
+
+def test_each_check_is_measured_against_its_bound(h200_dir: Path):
+    html = report.build_report(h200_dir)
+    case = re.search(r'<article class="case pass" id="case-test_scaling.py_test_weak_scaling_bert_large-fp16-4gpu_">'
+                     r".*?</article>", html, re.S).group(0)
+    assert re.search(r'per-GPU throughput</td>\s*<td class="muted">performance</td>\s*<td class="num">993.4 sequences/s'
+                     r'</td>\s*<td class="num">≥ 917.0 sequences/s</td>\s*<td><span class="badge pass">PASS', case)
+    assert re.search(r"weak-scaling efficiency</td>.*?0.974.*?≥ 0.948.*?PASS", case, re.S)
+    assert "straggler ratio (slowest/fastest rank)" in case
+    assert "slowest rank 3 (host vm, GPU 3), fastest rank 2 (host vm, GPU 2)" in case
+    assert "NOT EVALUATED" in case and "GPU telemetry is not collected by this harness version yet" in case
+    assert "MFU" in case and "25.8 %" in case and "95 % CI ±0.08 %" in case
+
+
+def test_thresholds_section_shows_the_bounds_and_their_sources(h200_dir: Path):
+    html = report.build_report(h200_dir)
+    section = re.search(r'<section id="thresholds">.*?</section>', html, re.S).group(0)
+    assert "2: 0.966 · 4: 0.965 · 8: 0.955" in section  # resnet50 bf16 min_weak_efficiency
+    assert "4,176 img/s" in section
+    assert "measured on nvidia-h200-x4 2026-11-21: 4640.7 / 4623.8 / 4620.3 img/s" in section
+    assert "c91069bf06c55d25abff3ef68a906f7bd1c6501fd89f9f1054f3564663227c6c" in section
+
+
+def test_charts_are_inline_svg_with_the_threshold_drawn(h200_dir: Path):
+    html = report.build_report(h200_dir)
+    charts = re.search(r'<section id="charts">.*?</section>', html, re.S).group(0)
+    assert charts.count("<svg") == 8  # efficiency and throughput, per model
+    assert "resnet50: weak-scaling efficiency" in charts
+    assert "bf16 bound" in charts and "stroke-dasharray" in charts
+    assert "Not recorded: this harness version collects no GPU utilization" in charts
+
+
+def test_the_page_references_nothing_outside_itself(h200_dir: Path):
+    html = report.build_report(h200_dir)
+    for needle in ('src="http', "src='http", 'href="http', "href='http", "<link", "@import", "url(", "<iframe"):
+        assert needle not in html, needle
+
+
+# --- failures --------------------------------------------------------------------------------
+
+
+def test_a_failed_case_makes_the_run_fail_with_its_reason_and_log_tails(failed_dir: Path):
+    html = report.build_report(failed_dir)
+    assert _verdict(html) == "FAIL"
+    assert "22 passed" in html and "2 failed" in html
+    case = re.search(r'<article class="case fail" id="case-test_scaling.py_test_weak_scaling_resnet152-bf16-4gpu_">'
+                     r".*?</article>", html, re.S).group(0)
+    assert "rank 2 (host vm, GPU 2) was killed by SIGKILL in phase measure" in case
+    logs = re.search(r'<details class="logs">(.*?)</details>', case, re.S).group(1)
+    assert "rank2.log" in logs and "NCCL watchdog timeout on rank 2" in logs and "torchrun.log" in logs
+    assert "<details class=\"logs\" open" not in case  # collapsed on screen
+    matrix = _matrix(html)
+    assert matrix.count('<span class="badge fail">FAIL</span>') == 2
+    assert "failed: per-GPU throughput" in matrix
+
+
+def test_failed_cases_come_first(failed_dir: Path):
+    html = report.build_report(failed_dir)
+    articles = re.findall(r'<article class="case (\w+)"', html)
+    assert articles[:2] == ["fail", "fail"] and set(articles[2:]) == {"pass"}
+
+
+def test_a_missed_bound_shows_measured_against_bound(failed_dir: Path):
+    html = report.build_report(failed_dir)
+    case = re.search(r'<article class="case fail" id="case-test_scaling.py_test_weak_scaling_vit_b_16-fp16-2gpu_">'
+                     r".*?</article>", html, re.S).group(0)
+    assert re.search(r'<tr class="fail">\s*<td>per-GPU throughput</td>.*?1,900.0 images/s.*?≥ 2,056.0 images/s.*?FAIL',
+                     case, re.S)
+    assert "per-GPU throughput 1,900.0 images/s &lt; 2,056.0 images/s" in case
+
+
+# --- incomplete runs -------------------------------------------------------------------------
+
+
+def test_missing_report_json_and_an_interrupted_session_is_incomplete(h200_dir: Path):
+    (h200_dir / "report.json").unlink()
+    session = _load(h200_dir / "session.json")
+    session.update(interrupted=True, exitstatus=2, finished_at=session["finished_at"])
+    for nodeid in list(session["results"])[12:]:
+        del session["results"][nodeid]
+    _save(h200_dir / "session.json", session)
+    html = report.build_report(h200_dir)
+    assert _verdict(html) == "INCOMPLETE"
+    assert "report.json missing" in html and "the session was interrupted (exit status 2)" in html
+    assert "12 without outcome" in html
+    assert "pytest recorded no outcome for this test" in html
+    assert "Run records without a test result (12)" in html  # runs/ still has the later launches
+
+
+def test_a_report_json_cut_short_is_read_as_missing(h200_dir: Path):
+    text = (h200_dir / "report.json").read_text()
+    (h200_dir / "report.json").write_text(text[: len(text) // 2])
+    html = report.build_report(h200_dir)
+    assert _verdict(html) == "INCOMPLETE"
+    assert "report.json is not valid JSON at line" in html
+    assert "c91069bf06c55d25abff3ef68a906f7bd1c6501fd89f9f1054f3564663227c6c" in html  # from session.json
+
+
+def test_a_failure_in_an_interrupted_run_is_a_fail(failed_dir: Path):
+    session = _load(failed_dir / "session.json")
+    session.update(interrupted=True, exitstatus=2)
+    _save(failed_dir / "session.json", session)
+    html = report.build_report(failed_dir)
+    assert _verdict(html) == "FAIL"
+    assert "Incomplete: the session was interrupted" in html
+
+
+def test_a_run_where_everything_was_skipped_is_not_a_pass(h200_dir: Path):
+    data = _load(h200_dir / "report.json")
+    for test in data["tests"]:
+        test["outcome"] = "skipped"
+        test.pop("metadata", None)
+    _save(h200_dir / "report.json", data)
+    html = report.build_report(h200_dir)
+    assert _verdict(html) == "INCOMPLETE"
+    assert "no test ran: every test was skipped" in html
+
+
+def test_only_run_records_left_still_gives_an_incomplete_report(h200_dir: Path):
+    (h200_dir / "report.json").unlink()
+    (h200_dir / "session.json").unlink()
+    html = report.build_report(h200_dir)
+    assert _verdict(html) == "INCOMPLETE"
+    assert "Run records without a test result (24)" in html
+
+
+# --- hostile input ---------------------------------------------------------------------------
+
+
+def _poison(run: Path) -> None:
+    data = _load(run / "report.json")
+    session = _load(run / "session.json")
+    for summary in (data["harness"], session):
+        summary["profile"]["description"] = HOSTILE
+        summary["profile"]["raw"]["hardware"]["description"] = HOSTILE
+        summary["hardware"]["hostname"] = HOSTILE
+        summary["command_line"].append(HOSTILE)
+    test = _test(data, FAILED_NODE)
+    test["outcome"] = "failed"
+    test["nodeid"] = f"test_scaling.py::test_weak_scaling[{HOSTILE}-bf16-4gpu]"
+    test["call"]["longrepr"] = f"run completed: FAILED — {HOSTILE}"
+    _crash(test["metadata"]["harness"], reason=f"rank 2 {HOSTILE}",
+           log_line=f"{HOSTILE} \x00\x07\x1b[31mred\x1b[0m \u202eevil " + "A" * 100_000)
+    test["metadata"]["harness"]["record"]["hosts"] = [HOSTILE]
+    test["metadata"]["harness"]["record"]["model"] = HOSTILE
+    _save(run / "report.json", data)
+    _save(run / "session.json", session)
+
+
+def test_every_input_string_is_escaped(h200_dir: Path):
+    _poison(h200_dir)
+    html = report.build_report(h200_dir)
+    assert "<script>alert(1)" not in html
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    signoff = re.search(r'<section id="signoff">.*?</section>', html, re.S).group(0)
+    assert signoff.count(escaped) >= 3  # hostname, description, command line
+    case = re.search(r'<article class="case fail".*?</article>', html, re.S).group(0)
+    assert case.count(escaped) >= 4  # title, node id, reason, log line
+    assert escaped in re.search(r'<section id="thresholds">.*?</section>', html, re.S).group(0)
+    assert escaped in _matrix(html)
+
+
+def test_control_characters_and_huge_lines_are_cut(h200_dir: Path):
+    _poison(h200_dir)
+    html = report.build_report(h200_dir)
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202e]", html)
+    assert "[31m" not in html and "red" in html
+    assert "A" * (report.LOG_LINE_CHARS + 1) not in html
+    assert "A" * (report.LOG_LINE_CHARS - 60) in html
+    assert len(html) < 400_000
+
+
+def test_clean_log_tail_keeps_the_end():
+    text = "\n".join(f"line {i}" for i in range(1000)) + "\n\n"
+    tail = report.clean_log_tail(text)
+    lines = tail.splitlines()
+    assert lines[0] == "… (960 earlier lines not shown)"
+    assert lines[1] == "line 960" and lines[-1] == "line 999" and len(lines) == report.LOG_TAIL_LINES + 1
+
+
+def test_clean_text_cuts_one_field_and_says_so():
+    cleaned = report.clean_text("x" * 10_000)
+    assert cleaned.startswith("x" * report.FIELD_CHARS) and cleaned.endswith("[6,000 more characters cut]")
+    assert report.clean_text("a\x00b\ud800c") == "a\ufffdb\ufffdc"
+
+
+# --- the command line and the file -----------------------------------------------------------
+
+
+def test_cli_report_on_a_missing_directory_says_what_and_where(tmp_path: Path, capsys):
+    missing = tmp_path / "nope"
+    assert report.cli_report(str(missing)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(missing) in err and "reports/<run-id>/" in err and "Traceback" not in err
+
+
+def test_cli_report_on_a_directory_without_run_data(tmp_path: Path, capsys):
+    (tmp_path / "report.json").write_text("{not json")
+    assert report.cli_report(str(tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "report.json is not valid JSON" in err and "session.json missing" in err
+
+
+def test_cli_report_rebuilds_the_example(h200_dir: Path, capsys):
+    assert report.cli_report(str(h200_dir)) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == str(h200_dir / "report.html")
+    assert _verdict((h200_dir / "report.html").read_text()) == "PASS"
+    assert [p.name for p in h200_dir.iterdir() if p.name.startswith(".report.html")] == []
+
+
+def test_write_report_replaces_an_old_report(h200_dir: Path):
+    (h200_dir / "report.html").write_text("old")
+    path = report.write_report(h200_dir)
+    assert path == h200_dir / "report.html" and path.read_text().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.skipif(not CPU_RUN.is_dir(), reason="docs/examples/cpu/run/ is not in this checkout")
+def test_cpu_example_names_ranks_not_gpus(tmp_path: Path):
+    run = tmp_path / "cpu"
+    shutil.copytree(CPU_RUN, run)
+    html = report.build_report(run)
+    assert _verdict(html) == "PASS"
+    assert "<th>1 rank</th>" in html and "<th>2 ranks</th>" in html
+    assert "none: a CPU run" in html and "not used (CPU run, gloo)" in html
+
+
+# --- future measurements: drawn when recorded, never invented --------------------------------
+
+
+def test_telemetry_is_drawn_when_a_record_has_it(h200_dir: Path):
+    data = _load(h200_dir / "report.json")
+    record = _test(data, FAILED_NODE)["metadata"]["harness"]["record"]
+    record["telemetry"] = {"metrics": {"util_pct": {"label": "GPU utilization", "unit": "%", "per_gpu": {
+        "0": [[0, 97.0], [1, 98.5], [2, 99.0]], "1": [[0, 96.0], [1, 97.5], [2, 98.0]]}}}}
+    _save(h200_dir / "report.json", data)
+    html = report.build_report(h200_dir)
+    charts = re.search(r'<section id="charts">.*?</section>', html, re.S).group(0)
+    assert "<title>GPU utilization</title>" in charts and "Not recorded: this harness version collects" not in charts
+
+
+def test_interconnect_bandwidth_is_drawn_against_its_bound_when_measured(h200_dir: Path):
+    data = _load(h200_dir / "report.json")
+    data["harness"]["interconnect"] = {"allreduce": [{"gpus": 4, "size_bytes": 2 ** p, "busbw_gbps": 10.0 * p}
+                                                     for p in range(20, 31)]}
+    data["harness"]["profile"]["raw"]["interconnect"] = {"min_allreduce_busbw_gbps": {"4": 250.0}, "source": "test"}
+    _save(h200_dir / "report.json", data)
+    html = report.build_report(h200_dir)
+    assert "all-reduce bus bandwidth (GB/s)" in html and "4 GPUs bound" in html
+
+
+def test_inherited_bounds_match_the_threshold_schema():
+    from harness.thresholds import CASE_FIELDS
+
+    assert set(report.INHERITED_BOUNDS) == {spec.key for spec in CASE_FIELDS if spec.inherit}
+
+
+# --- svg -------------------------------------------------------------------------------------
+
+
+def test_nice_ticks_cover_the_range_with_round_steps():
+    assert svg.nice_ticks(0, 5000) == [0, 1000, 2000, 3000, 4000, 5000]
+    assert svg.nice_ticks(0.93, 1.01) == pytest.approx([0.94, 0.96, 0.98, 1.0])
+
+
+def test_svg_labels_are_escaped():
+    chart = svg.line_chart(title=HOSTILE, series=[svg.Series(label=HOSTILE, points=((0, 1), (1, 0.9)), color="#000")],
+                           x_ticks=[(0, "1"), (1, "2")])
+    assert "<script>" not in chart and "&lt;script&gt;" in chart

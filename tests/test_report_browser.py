@@ -1,0 +1,61 @@
+"""The report in a real browser: headless Chromium loads it without errors and can screenshot it.
+
+Slow (a browser start per page) and skipped where no ``chromium`` is installed
+(Debian: ``apt-get install chromium``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import report
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = {
+    "h200x4": ROOT / "docs" / "data" / "2026-11-21-h200x4-acceptance",
+    "cpu": ROOT / "docs" / "examples" / "cpu" / "run",
+    "cpu-fail": ROOT / "docs" / "examples" / "cpu-fail" / "run",
+}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("chromium") is None,
+                       reason="chromium is not on PATH (Debian/Ubuntu: apt-get install chromium)"),
+]
+
+
+@pytest.fixture(params=sorted(EXAMPLES))
+def built(request, tmp_path: Path) -> Path:
+    source = EXAMPLES[request.param]
+    if not source.is_dir():
+        pytest.skip(f"{source.relative_to(ROOT)} is not in this checkout")
+    run = tmp_path / request.param
+    shutil.copytree(source, run)
+    return report.write_report(run)
+
+
+def test_the_page_loads_without_console_errors(built: Path):
+    dom, errors = report.load_in_chromium(built)
+    assert errors == []
+    assert 'id="verdict"' in dom and 'data-verdict="' in dom
+    assert 'id="thresholds"' in dom  # the whole document was parsed, not a prefix
+
+
+def test_a_screenshot_is_written(built: Path, tmp_path: Path):
+    png = tmp_path / "shot.png"
+    report.screenshot(built, png)
+    data = png.read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+def test_console_errors_are_caught(tmp_path: Path):
+    """The check above can fail: a page with a script error and a console message is reported."""
+    page = tmp_path / "broken.html"
+    page.write_text('<!DOCTYPE html><html><body><div id="verdict"></div>'
+                    '<script>console.error("boom"); null.f();</script></body></html>')
+    _, errors = report.load_in_chromium(page)
+    assert any("boom" in line for line in errors) and any("Uncaught TypeError" in line for line in errors)
