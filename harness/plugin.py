@@ -220,7 +220,8 @@ class HarnessSession:
         return "GPU telemetry is not collected by this harness version yet"
 
     def context(self, case: Case) -> str:
-        return f"{self.profile.name}, {case.model} {case.precision}, {case.gpus} {'GPU' if case.gpus == 1 else 'GPUs'}"
+        unit = "GPU" if self.profile.hardware.device == "cuda" else "rank"  # a CPU profile runs CPU ranks
+        return f"{self.profile.name}, {case.model} {case.precision}, {case.gpus} {unit}{'' if case.gpus == 1 else 's'}"
 
     def run(self, case: Case) -> CaseResult:
         from harness import verdict

@@ -107,8 +107,8 @@ def test_an_impossible_threshold_fails_with_measured_vs_bound(suite):
     result = run()
     result.assert_outcomes(failed=2, skipped=1)
     result.stdout.fnmatch_lines([
-        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 1 GPU)*",
-        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 2 GPUs)*",
+        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 1 rank)*",
+        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 2 ranks)*",
     ])
 
 
