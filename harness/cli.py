@@ -1,4 +1,5 @@
-"""The `harness` command: run one benchmark, detect hardware, check threshold files, run the suite."""
+"""The `harness` command: run one benchmark, detect hardware, check threshold files, rebuild a report,
+find the largest batch, calibrate a new profile, compare two runs."""
 
 from __future__ import annotations
 
@@ -127,11 +128,33 @@ def cmd_report(ns: argparse.Namespace) -> int:
     return cli_report(ns.run_dir)
 
 
-COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, "report": cmd_report}
+def cmd_find_max_bs(ns: argparse.Namespace) -> int:
+    from harness.batchsize import cli_find_max_bs
+
+    return cli_find_max_bs(ns)
+
+
+def cmd_calibrate(ns: argparse.Namespace) -> int:
+    from harness.calibrate import cli_calibrate
+
+    return cli_calibrate(ns)
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    from harness.compare import cli_compare
+
+    return cli_compare(ns.a, ns.b)
+
+
+COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, "report": cmd_report,
+            "find-max-bs": cmd_find_max_bs, "calibrate": cmd_calibrate, "compare": cmd_compare}
 
 
 def build_parser() -> argparse.ArgumentParser:
     from harness import __version__
+    from harness.batchsize import add_find_max_bs_parser
+    from harness.calibrate import add_calibrate_parser
+    from harness.compare import add_compare_parser
 
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
@@ -140,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_detect(sub)
     _add_thresholds(sub)
     _add_report(sub)
+    add_find_max_bs_parser(sub)
+    add_calibrate_parser(sub)
+    add_compare_parser(sub)
     return parser
 
 

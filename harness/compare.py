@@ -1,0 +1,352 @@
+"""Two runs side by side: ``harness compare A B`` ("is the node as fast after the driver upgrade?").
+
+A and B are run directories as ``make acceptance`` writes them (``reports/<run-id>/``, whose
+``runs/*.json`` are the run records) or as ``harness calibrate`` writes them (several repeats of a
+case each), or a ``session.json`` / ``report.json`` of such a directory. Per case
+(model-precision-scaling-GPUs), both sides show per-GPU throughput with its relative change,
+scaling efficiency with its change in points, and the status (the verdict when the directory has
+one, else the run's status). Cases found on one side only are listed.
+
+Statistics: a case with several records (calibration repeats) shows the median of its successful
+runs. Efficiency is recomputed from the records on each side, as the verdict does: weak = per-GPU
+throughput at N / at 1 GPU with the same per-GPU batch; strong = total throughput at N / at 1 GPU
+with the same global batch, over N. A throughput change is flagged ``*`` when it exceeds the sum of
+both runs' 95 % confidence half-widths, which is within-run noise only: run-to-run spread on a
+healthy node is of the same order (0.3 % on H200, docs/measurements.md), so read a ``*`` below
+about 1 % as noise, not a finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.records import RunRecord
+
+
+class CompareError(Exception):
+    """A run directory that cannot be read; the message says which and what was expected."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSet:
+    """The records of one run directory, and its verdicts when it has them."""
+
+    path: Path
+    records: tuple[RunRecord, ...]
+    verdicts: dict[str, str]
+    """run_id -> "PASS" / "FAIL" (from the checks in session.json or report.json)."""
+    profile: str | None = None
+    """The threshold profile the run was judged against, when known."""
+    read_from: str = ""
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class CaseKey:
+    model: str
+    precision: str
+    scaling: str
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def label(self) -> str:
+        gpus = f"{self.nodes}x{self.gpus_per_node}gpu" if self.nodes > 1 else f"{self.gpus_per_node}gpu"
+        return f"{self.model}-{self.precision}-{self.scaling}-{gpus}"
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def case_key(record: RunRecord) -> CaseKey:
+    nodes = max(record.nodes, 1)
+    return CaseKey(record.model, record.precision, record.scaling, nodes, record.world_size // nodes)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseSummary:
+    key: CaseKey
+    runs: int
+    throughput_per_gpu: float | None
+    """Median over the case's successful runs, samples/s per GPU; None when none succeeded."""
+    sample_unit: str
+    efficiency: float | None
+    """Weak or strong scaling efficiency against the 1-GPU run on the same side; None at 1 GPU or
+    without a successful baseline."""
+    ci95_rel: float | None
+    """Median of the runs' throughput CI95 half-widths (relative)."""
+    status: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Row:
+    key: CaseKey
+    a: CaseSummary
+    b: CaseSummary
+
+    @property
+    def throughput_change(self) -> float | None:
+        """(B - A) / A."""
+        if self.a.throughput_per_gpu is None or self.b.throughput_per_gpu is None:
+            return None
+        return (self.b.throughput_per_gpu - self.a.throughput_per_gpu) / self.a.throughput_per_gpu
+
+    @property
+    def efficiency_change(self) -> float | None:
+        """B - A, in fraction units (0.01 = one point)."""
+        if self.a.efficiency is None or self.b.efficiency is None:
+            return None
+        return self.b.efficiency - self.a.efficiency
+
+    @property
+    def beyond_noise(self) -> bool:
+        change = self.throughput_change
+        if change is None or self.a.ci95_rel is None or self.b.ci95_rel is None:
+            return False
+        return abs(change) > self.a.ci95_rel + self.b.ci95_rel
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Comparison:
+    a: RunSet
+    b: RunSet
+    rows: tuple[Row, ...]
+    only_a: tuple[CaseSummary, ...]
+    only_b: tuple[CaseSummary, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a run directory (the I/O edge)
+
+
+def load_run_set(path: str | Path) -> RunSet:
+    """Records and verdicts of a run directory, or of its session.json / report.json."""
+    path = Path(path)
+    if not path.exists():
+        raise CompareError(f"{path}: no such file or directory; give a run directory such as reports/<run-id>/ "
+                           "(or reports/latest)")
+    if path.is_file():
+        records, verdicts, profile = _read_summary_file(path)
+        if not records:
+            raise CompareError(f"{path}: holds no run records (no test ran a benchmark)")
+        return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=path.name)
+    runs_dir = path / "runs"
+    record_files = sorted(runs_dir.glob("*.json")) if runs_dir.is_dir() else []
+    summary_file = next((path / name for name in ("session.json", "report.json") if (path / name).is_file()), None)
+    verdicts: dict[str, str] = {}
+    profile = None
+    summary_records: list[RunRecord] = []
+    if summary_file is not None:
+        summary_records, verdicts, profile = _read_summary_file(summary_file)
+    if record_files:
+        records = [_read_record_file(file) for file in record_files]
+        read_from = "runs/*.json" + (f" + {summary_file.name}" if summary_file else "")
+    elif summary_records:
+        records = summary_records
+        read_from = summary_file.name
+    else:
+        raise CompareError(f"{path}: no run records here: expected runs/*.json, session.json or report.json "
+                           f"(a run directory of `make acceptance` or `harness calibrate`){_subdir_hint(path)}")
+    return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=read_from)
+
+
+def _subdir_hint(path: Path) -> str:
+    runs = sorted(child.name for child in path.iterdir()
+                  if child.is_dir() and ((child / "runs").is_dir() or (child / "session.json").is_file()))
+    if not runs:
+        return ""
+    shown = ", ".join(runs[-3:])
+    return f"; it holds run directories ({shown}): pick one, e.g. {path / runs[-1]}"
+
+
+def _read_record_file(file: Path) -> RunRecord:
+    try:
+        return RunRecord.from_json(file.read_text())
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise CompareError(f"{file}: not a readable run record: {exc}") from None
+
+
+def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str | None]:
+    """session.json (plugin summary) or report.json (pytest-json-report): records, verdicts, profile."""
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"{file}: not readable JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise CompareError(f"{file}: expected a JSON object (session.json or report.json of a run directory)")
+    if "results" in data:  # session.json
+        results = list(data["results"].values())
+        profile = (data.get("profile") or {}).get("name")
+    elif "tests" in data:  # report.json
+        results = [test.get("metadata", {}).get("harness") for test in data["tests"]]
+        results = [result for result in results if result]
+        profile = ((data.get("harness") or {}).get("profile") or {}).get("name")
+    else:
+        raise CompareError(f"{file}: neither a session.json (no 'results') nor a report.json (no 'tests')")
+    records, verdicts = [], {}
+    for result in results:
+        try:
+            record = RunRecord.from_dict(result["record"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise CompareError(f"{file}: a result without a readable run record: {exc}") from None
+        records.append(record)
+        checks = result.get("checks") or []
+        verdicts[record.run_id] = "FAIL" if any(check.get("passed") is False for check in checks) else "PASS"
+    return records, verdicts, profile
+
+
+# ---------------------------------------------------------------------------------------------
+# Summaries and the comparison (pure)
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _baseline_records(records: tuple[RunRecord, ...], record: RunRecord) -> list[RunRecord]:
+    """Successful 1-GPU runs of the same model and precision whose batch is this case's 1-GPU batch."""
+    batch = record.batch_size_per_gpu if record.scaling == "weak" else record.global_batch_size
+    return [r for r in records if r.ok and r.world_size == 1 and r.model == record.model
+            and r.precision == record.precision and r.batch_size_per_gpu == batch]
+
+
+def _status(records: list[RunRecord], verdicts: dict[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for record in records:
+        status = verdicts.get(record.run_id, record.status.upper())
+        counts[status] = counts.get(status, 0) + 1
+    if len(records) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{status} x{count}" for status, count in counts.items())
+
+
+def summarize(run_set: RunSet) -> dict[CaseKey, CaseSummary]:
+    groups: dict[CaseKey, list[RunRecord]] = {}
+    for record in run_set.records:
+        groups.setdefault(case_key(record), []).append(record)
+    summaries = {}
+    for key, records in sorted(groups.items()):
+        ok = [r for r in records if r.ok and r.throughput_per_gpu is not None]
+        throughput = _median([r.throughput_per_gpu for r in ok])
+        efficiency = None
+        if key.world_size > 1 and ok:
+            baseline = _baseline_records(run_set.records, ok[0])
+            if key.scaling == "weak":
+                base = _median([r.throughput_per_gpu for r in baseline if r.throughput_per_gpu])
+                efficiency = throughput / base if base else None
+            else:
+                total = _median([r.throughput_total for r in ok if r.throughput_total])
+                base = _median([r.throughput_total for r in baseline if r.throughput_total])
+                efficiency = total / base / key.world_size if base and total else None
+        summaries[key] = CaseSummary(
+            key=key, runs=len(records), throughput_per_gpu=throughput,
+            sample_unit=records[0].sample_unit, efficiency=efficiency,
+            ci95_rel=_median([r.throughput_ci95_rel for r in ok if r.throughput_ci95_rel is not None]),
+            status=_status(records, run_set.verdicts))
+    return summaries
+
+
+def compare(a: RunSet, b: RunSet) -> Comparison:
+    summary_a, summary_b = summarize(a), summarize(b)
+    rows = tuple(Row(key=key, a=summary_a[key], b=summary_b[key]) for key in sorted(summary_a) if key in summary_b)
+    return Comparison(a=a, b=b, rows=rows,
+                      only_a=tuple(summary_a[key] for key in sorted(summary_a) if key not in summary_b),
+                      only_b=tuple(summary_b[key] for key in sorted(summary_b) if key not in summary_a))
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+
+def _side_facts(run_set: RunSet) -> dict[str, str]:
+    """What the run ran on and with: the facts a "what changed?" question needs."""
+    def distinct(values) -> str:
+        shown = list(dict.fromkeys(v for v in values if v))
+        return ", ".join(shown) if shown else "unknown"
+
+    versions = [r.versions for r in run_set.records if r.versions is not None]
+    starts = sorted(r.started_at for r in run_set.records if r.started_at)
+    return {
+        "profile": run_set.profile or "—",
+        "hosts": distinct(host for r in run_set.records for host in r.hosts),
+        "device": distinct(r.device_name for r in run_set.records),
+        "driver": distinct(v.driver for v in versions),
+        "CUDA": distinct(v.cuda for v in versions),
+        "NCCL": distinct(v.nccl for v in versions),
+        "torch": distinct(v.torch for v in versions),
+        "harness": distinct(v.harness for v in versions),
+        "started": starts[0] if starts else "unknown",
+    }
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return f"{value:,.{digits}f}" if value is not None else "—"
+
+
+def _signed(value: float | None, scale: float, unit: str, digits: int) -> str:
+    return f"{value * scale:+.{digits}f}{unit}" if value is not None else "—"
+
+
+def format_comparison(comparison: Comparison) -> str:
+    a, b = comparison.a, comparison.b
+    lines = [f"A: {a.path}  ({len(a.records)} records from {a.read_from})",
+             f"B: {b.path}  ({len(b.records)} records from {b.read_from})"]
+    facts_a, facts_b = _side_facts(a), _side_facts(b)
+    for name in facts_a:
+        if name == "started":
+            lines.append(f"  {name + ':':9} {facts_a[name]}  ->  {facts_b[name]}")
+        elif facts_a[name] == facts_b[name]:
+            lines.append(f"  {name + ':':9} {facts_a[name]}")
+        else:
+            lines.append(f"  {name + ':':9} {facts_a[name]}  ->  {facts_b[name]}   (changed)")
+    lines.append("")
+    header = (f"{'case':34} {'per-GPU /s A':>13} {'B':>11} {'change':>8}  {'eff A':>6} {'eff B':>6} "
+              f"{'change':>9}  status A -> B")
+    lines.append(header)
+    lines.append("-" * len(header))
+    for row in comparison.rows:
+        flag = "*" if row.beyond_noise else " "
+        lines.append(
+            f"{row.key.label:34} {_number(row.a.throughput_per_gpu):>13} {_number(row.b.throughput_per_gpu):>11} "
+            f"{_signed(row.throughput_change, 100, ' %', 1):>8}{flag} "
+            f"{_number(row.a.efficiency, 3):>6} {_number(row.b.efficiency, 3):>6} "
+            f"{_signed(row.efficiency_change, 100, ' pt', 1):>9}  {row.a.status} -> {row.b.status}")
+    if not comparison.rows:
+        lines.append("(no case was run on both sides)")
+    for side, only in (("A", comparison.only_a), ("B", comparison.only_b)):
+        if only:
+            lines.append("")
+            lines.append(f"only in {side}:")
+            lines.extend(f"  {summary.key.label:34} {_number(summary.throughput_per_gpu):>13} "
+                         f"{summary.sample_unit}/s per GPU  {summary.status}" for summary in only)
+    lines.append("")
+    lines.append("per-GPU throughput in images/s or sequences/s (by model), median of a case's successful runs; "
+                 "change = (B - A) / A; efficiency changes in points; * = beyond both runs' 95 % CIs "
+                 "(within-run noise only)")
+    return "\n".join(lines)
+
+
+def add_compare_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "compare", help="compare two run directories case by case",
+        description="Compare two run directories (reports/<run-id>/, or their session.json / report.json): "
+                    "per-GPU throughput, scaling efficiency and status per case.")
+    p.add_argument("a", help="the earlier run (the reference), e.g. reports/20261121-101500-gpu017-h200")
+    p.add_argument("b", help="the later run, e.g. reports/latest")
+    return p
+
+
+def cli_compare(a: str | Path, b: str | Path) -> int:
+    """``harness compare A B``: 0 when both were read and compared, 2 when either cannot be read."""
+    try:
+        comparison = compare(load_run_set(a), load_run_set(b))
+    except CompareError as exc:
+        print(f"harness compare: {exc}", file=sys.stderr)
+        return 2
+    print(format_comparison(comparison))
+    return 0

@@ -1,0 +1,188 @@
+"""harness compare: two synthetic run directories, written with harness.records.write_record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.compare import CompareError, case_key, cli_compare, compare, format_comparison, load_run_set, summarize
+from harness.records import Failure, RunRecord, StepTimeStats, Versions, write_record
+
+
+def make_record(model="tiny_bert", precision="bf16", gpus=1, per_gpu=100.0, *, scaling="weak", batch=4,
+                status="ok", ci=0.005, run_id=None, driver="580.159.04", started_at="2026-11-21T10:00:00+00:00"):
+    ok = status == "ok"
+    global_batch = batch if scaling == "strong" else batch * gpus
+    per_gpu_batch = global_batch // gpus if scaling == "strong" else batch
+    return RunRecord(
+        run_id=run_id or f"{model}-{precision}-{scaling}-{gpus}gpu-{per_gpu}",
+        model=model, precision=precision, scaling=scaling, world_size=gpus, nodes=1, device_kind="cuda",
+        batch_size_per_gpu=per_gpu_batch, global_batch_size=global_batch, status=status,
+        failure=None if ok else Failure(reason="rank 1 (host n1, GPU 1) was killed by SIGKILL", phase="measure"),
+        sample_unit="sequences" if model == "tiny_bert" else "images",
+        throughput_per_gpu=per_gpu if ok else None, throughput_total=per_gpu * gpus if ok else None,
+        throughput_ci95_rel=ci if ok else None,
+        step_time_ms=StepTimeStats(mean_ms=40, median_ms=40, p95_ms=41, p99_ms=42, cv=0.01, steps=25) if ok else None,
+        loss_finite=True if ok else None, device_name="NVIDIA H200", hosts=("n1",),
+        versions=Versions(torch="2.11.0+cu130", cuda="13.0", nccl="2.28.9", driver=driver, python="3.11.7",
+                          harness="0.1.0"),
+        started_at=started_at)
+
+
+def write_run_dir(root: Path, records, *, verdicts=None, profile="h200") -> Path:
+    """A reports/<run-id>/ directory: runs/<case>.json, and session.json when verdicts are given."""
+    root.mkdir(parents=True, exist_ok=True)
+    for index, record in enumerate(records):
+        key = case_key(record)
+        write_record(root / "runs" / f"{key.label}-{index}.json", record)
+    if verdicts is not None:
+        results = {}
+        for record in records:
+            passed = verdicts.get(record.run_id, True)
+            checks = [{"name": "run completed", "passed": True},
+                      {"name": "per-GPU throughput", "passed": passed}]
+            results[f"test_scaling.py::test_weak_scaling[{record.run_id}]"] = {
+                "case": record.run_id, "record": record.to_dict(), "checks": checks}
+        (root / "session.json").write_text(json.dumps({"profile": {"name": profile}, "results": results}))
+    return root
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """A: before the driver upgrade; B: after (5 % slower, worse scaling, one case failed its bound)."""
+    a = write_run_dir(tmp_path / "before", [
+        make_record(gpus=1, per_gpu=100.0, run_id="a1"),
+        make_record(gpus=2, per_gpu=90.0, run_id="a2"),
+        make_record(model="resnet18", precision="fp32", gpus=1, per_gpu=50.0, run_id="a3"),
+    ], verdicts={})
+    b = write_run_dir(tmp_path / "after", [
+        make_record(gpus=1, per_gpu=95.0, run_id="b1", driver="590.10"),
+        make_record(gpus=2, per_gpu=81.0, run_id="b2", driver="590.10"),
+        make_record(gpus=2, per_gpu=40.0, scaling="strong", batch=8, run_id="b4", driver="590.10"),
+    ], verdicts={"b2": False})
+    return a, b
+
+
+def test_throughput_change_is_relative_and_efficiency_change_in_points(two_runs):
+    comparison = compare(load_run_set(two_runs[0]), load_run_set(two_runs[1]))
+    rows = {row.key.label: row for row in comparison.rows}
+    assert set(rows) == {"tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"}
+    one, two = rows["tiny_bert-bf16-weak-1gpu"], rows["tiny_bert-bf16-weak-2gpu"]
+    assert one.throughput_change == pytest.approx(-0.05)
+    assert one.a.efficiency is None  # 1 GPU: nothing to scale against
+    assert two.a.efficiency == pytest.approx(0.90)
+    assert two.b.efficiency == pytest.approx(81.0 / 95.0)
+    assert two.efficiency_change == pytest.approx(81.0 / 95.0 - 0.90)
+
+
+def test_cases_on_one_side_only_are_listed(two_runs):
+    comparison = compare(load_run_set(two_runs[0]), load_run_set(two_runs[1]))
+    assert [s.key.label for s in comparison.only_a] == ["resnet18-fp32-weak-1gpu"]
+    assert [s.key.label for s in comparison.only_b] == ["tiny_bert-bf16-strong-2gpu"]
+    text = format_comparison(comparison)
+    assert "only in A:" in text and "only in B:" in text
+    assert "resnet18-fp32-weak-1gpu" in text.split("only in A:")[1].split("only in B:")[0]
+
+
+def test_status_is_the_verdict_when_the_directory_has_one(two_runs):
+    comparison = compare(load_run_set(two_runs[0]), load_run_set(two_runs[1]))
+    rows = {row.key.label: row for row in comparison.rows}
+    assert rows["tiny_bert-bf16-weak-2gpu"].a.status == "PASS"
+    assert rows["tiny_bert-bf16-weak-2gpu"].b.status == "FAIL"
+
+
+def test_status_falls_back_to_the_run_status_without_verdicts(tmp_path):
+    run = write_run_dir(tmp_path / "r", [make_record(gpus=1), make_record(gpus=2, status="failed", run_id="x")])
+    summaries = {key.label: s for key, s in summarize(load_run_set(run)).items()}
+    assert summaries["tiny_bert-bf16-weak-1gpu"].status == "OK"
+    assert summaries["tiny_bert-bf16-weak-2gpu"].status == "FAILED"
+    assert summaries["tiny_bert-bf16-weak-2gpu"].throughput_per_gpu is None
+
+
+def test_strong_efficiency_uses_the_one_gpu_run_at_the_same_global_batch(tmp_path):
+    run = write_run_dir(tmp_path / "r", [
+        make_record(gpus=1, per_gpu=100.0, batch=8, run_id="base8"),  # weak 1 GPU at batch 8 = strong baseline
+        make_record(gpus=1, per_gpu=60.0, batch=4, run_id="base4"),
+        make_record(gpus=2, per_gpu=40.0, scaling="strong", batch=8, run_id="s2"),
+    ])
+    summaries = {key.label: s for key, s in summarize(load_run_set(run)).items()}
+    assert summaries["tiny_bert-bf16-strong-2gpu"].efficiency == pytest.approx(80.0 / 100.0 / 2)
+
+
+def test_repeats_of_a_case_are_summarised_by_their_median(tmp_path):
+    run = write_run_dir(tmp_path / "calibration", [
+        make_record(gpus=1, per_gpu=value, run_id=f"r{index}") for index, value in enumerate((100.0, 130.0, 98.0))
+    ])
+    summary = next(iter(summarize(load_run_set(run)).values()))
+    assert summary.runs == 3
+    assert summary.throughput_per_gpu == 100.0
+    assert summary.status == "OK x3"
+
+
+def test_a_session_json_or_report_json_is_accepted_directly(two_runs, tmp_path):
+    before, after = two_runs
+    from_session = load_run_set(after / "session.json")
+    assert from_session.read_from == "session.json"
+    assert len(from_session.records) == 3
+    report = {"tests": [{"nodeid": "t", "outcome": "failed", "metadata": {"harness": {
+        "record": make_record(gpus=2, per_gpu=81.0, run_id="b2").to_dict(),
+        "checks": [{"name": "per-GPU throughput", "passed": False}]}}}],
+        "harness": {"profile": {"name": "h200"}}}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    from_report = load_run_set(tmp_path / "report.json")
+    assert from_report.profile == "h200"
+    assert from_report.verdicts == {"b2": "FAIL"}
+
+
+def test_a_directory_with_only_session_json_is_read_from_it(two_runs, tmp_path):
+    only_session = tmp_path / "only-session"
+    only_session.mkdir()
+    (only_session / "session.json").write_text((two_runs[1] / "session.json").read_text())
+    run_set = load_run_set(only_session)
+    assert run_set.read_from == "session.json"
+    assert {r.run_id for r in run_set.records} == {"b1", "b2", "b4"}
+
+
+def test_a_missing_directory_is_a_clear_error(tmp_path, capsys):
+    with pytest.raises(CompareError, match="no such file or directory"):
+        load_run_set(tmp_path / "nope")
+    assert cli_compare(tmp_path / "nope", tmp_path) == 2
+    assert "harness compare:" in capsys.readouterr().err
+
+
+def test_a_directory_without_records_says_what_was_expected(tmp_path):
+    with pytest.raises(CompareError, match="expected runs/\\*.json, session.json or report.json"):
+        load_run_set(tmp_path)
+
+
+def test_the_reports_root_points_at_its_run_directories(two_runs, tmp_path):
+    with pytest.raises(CompareError, match="it holds run directories \\(after, before\\): pick one"):
+        load_run_set(tmp_path)
+
+
+def test_an_invalid_record_names_its_file(tmp_path):
+    (tmp_path / "bad" / "runs").mkdir(parents=True)
+    (tmp_path / "bad" / "runs" / "x.json").write_text('{"schema_version": 99}')
+    with pytest.raises(CompareError, match="x.json: not a readable run record: .*schema_version 99"):
+        load_run_set(tmp_path / "bad")
+
+
+def test_cli_prints_the_table_and_what_changed(two_runs, capsys):
+    assert cli_compare(*two_runs) == 0
+    out = capsys.readouterr().out
+    assert "driver:   580.159.04  ->  590.10   (changed)" in out
+    assert "torch:    2.11.0+cu130\n" in out
+    line = next(line for line in out.splitlines() if line.startswith("tiny_bert-bf16-weak-2gpu"))
+    assert "90.0" in line and "81.0" in line and "-10.0 %" in line
+    assert "0.900" in line and "0.853" in line and "-4.7 pt" in line
+    assert line.rstrip().endswith("PASS -> FAIL")
+
+
+def test_changes_beyond_both_confidence_intervals_are_flagged(tmp_path):
+    a = load_run_set(write_run_dir(tmp_path / "a", [make_record(per_gpu=100.0, ci=0.01)]))
+    b_small = load_run_set(write_run_dir(tmp_path / "b", [make_record(per_gpu=99.0, ci=0.01)]))
+    b_large = load_run_set(write_run_dir(tmp_path / "c", [make_record(per_gpu=95.0, ci=0.01)]))
+    assert not compare(a, b_small).rows[0].beyond_noise  # 1 % < 1 % + 1 %
+    assert compare(a, b_large).rows[0].beyond_noise  # 5 % > 2 %
