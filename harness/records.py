@@ -125,6 +125,7 @@ class RunRecord:
     peak_tflops: float | None = None
     loss_finite: bool | None = None
     final_loss: float | None = None
+    """Mean training loss over the measured window (rank 0), for eyeballing; None if not finite."""
     warmup_steps: int | None = None
     warmup_s: float | None = None
     measured_steps: int | None = None

@@ -48,6 +48,11 @@ class WorkerArgs:
     compile: bool
     peak_tflops: float | None
     sync_each_step: bool
+    ci_target: float
+    """Adaptive window: stop once the 95 % CI half-width of throughput is at most this (relative),
+    after ``measure_seconds`` at least; 0 = a fixed window of ``measure_seconds``."""
+    max_measure_seconds: float
+    ci_block_seconds: float
     run_dir: Path
     run_id: str
 
@@ -71,6 +76,12 @@ def parse_args(argv: list[str] | None = None) -> WorkerArgs:
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--sync-each-step", action="store_true",
                         help="diagnostic: read the loss on the host every step (to measure what that costs)")
+    parser.add_argument("--ci-target", type=float, default=0.0,
+                        help="adaptive window: stop at this relative CI95 half-width (e.g. 0.01); 0 = fixed window")
+    parser.add_argument("--max-measure-seconds", type=float, default=None,
+                        help="adaptive window: stop here whatever the CI (default 6 x measure + 10)")
+    parser.add_argument("--ci-block-seconds", type=float, default=0.5,
+                        help="adaptive window: about this long per block (>= 10 steps)")
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--run-id", required=True)
     ns = parser.parse_args(argv)
@@ -81,7 +92,9 @@ def parse_args(argv: list[str] | None = None) -> WorkerArgs:
         warmup_seconds=ns.warmup_seconds, max_warmup_seconds=max_warmup, min_warmup_steps=ns.min_warmup_steps,
         warmup_block_steps=ns.warmup_block_steps, measure_seconds=ns.measure_seconds,
         min_measure_steps=ns.min_measure_steps, compute_probe_steps=ns.compute_probe_steps, compile=ns.compile,
-        peak_tflops=ns.peak_tflops, sync_each_step=ns.sync_each_step, run_dir=ns.run_dir, run_id=ns.run_id,
+        peak_tflops=ns.peak_tflops, sync_each_step=ns.sync_each_step, ci_target=ns.ci_target,
+        max_measure_seconds=ns.max_measure_seconds if ns.max_measure_seconds is not None else 6 * ns.measure_seconds + 10,
+        ci_block_seconds=ns.ci_block_seconds, run_dir=ns.run_dir, run_id=ns.run_id,
     )
 
 
@@ -283,38 +296,52 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
 
     # --- measured window: all ranks run the same number of steps, derived from the slowest estimate.
     estimated_step_s = all_reduce(block_ms / 1000.0, dist.ReduceOp.MAX)
-    measured_steps = max(args.min_measure_steps, math.ceil(args.measure_seconds / max(estimated_step_s, 1e-6)))
     loss_sum.zero_()
-    timer = CudaWindowTimer(measured_steps, torch) if device.type == "cuda" else HostWindowTimer(measured_steps)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    new_timer = (lambda n: CudaWindowTimer(n, torch)) if device.type == "cuda" else HostWindowTimer
+
+    def run_steps(first_step: int, steps: int) -> list[float]:
+        """``steps`` training steps, a timing mark after each; the only sync is the timer's, at the end."""
+        timer = new_timer(steps)
+        timer.start()
+        for step in range(first_step, first_step + steps):
+            loss_sum.add_(train_step("measure", step))
+            if args.sync_each_step:
+                loss_sum.item()  # the anti-pattern we measure the cost of: a host sync every step
+            timer.mark()
+        return timer.finish()
+
     dist.barrier()
     sync()
-    phase.write("measure", expected_s=measured_steps * estimated_step_s)
-    host_start = time.perf_counter()
+    window = new_timer(1)  # brackets the whole window, so gaps between adaptive blocks count too
     try:
-        timer.start()
-        for step in range(measured_steps):
-            loss = train_step("measure", step)
-            loss_sum += loss
-            if args.sync_each_step:
-                loss.item()  # the anti-pattern we measure the cost of: a host sync every step
-            timer.mark()
-        step_times_ms = timer.finish()
+        if args.ci_target > 0:
+            phase.write("measure", expected_s=args.max_measure_seconds)
+            window.start()
+            step_times_ms, blocks, stop_reason = _measure_adaptively(args, run_steps, estimated_step_s, all_reduce,
+                                                                     dist, phase)
+        else:
+            measured_steps = max(args.min_measure_steps, math.ceil(args.measure_seconds / max(estimated_step_s, 1e-6)))
+            phase.write("measure", expected_s=measured_steps * estimated_step_s)
+            window.start()
+            step_times_ms, blocks, stop_reason = run_steps(0, measured_steps), None, "fixed window"
+        window.mark()
+        window_s = window.finish()[0] / 1000.0
     except torch.OutOfMemoryError as exc:
         raise _oom(args, device_name, gpu_index, "measure", exc) from None
-    host_window_s = time.perf_counter() - host_start
+    measured_steps = len(step_times_ms)
     t_measured = time.time()
     loss_finite = bool(torch.isfinite(loss_sum).item())
-    final_loss = float(loss.float().item())
+    final_loss = float(loss_sum.item()) / measured_steps if loss_finite else float("nan")
 
     phase.write("gather", expected_s=1.0)
     peak_memory_gib = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
     mine = {
         "rank": rank, "local_rank": local_rank, "host": host, "gpu_index": gpu_index, "gpu_uuid": gpu_uuid,
-        "device_name": device_name, "step_times_ms": step_times_ms, "window_s": sum(step_times_ms) / 1000.0,
-        "host_window_s": host_window_s, "compute_step_ms": compute_step_ms, "peak_memory_gib": peak_memory_gib,
-        "loss_finite": loss_finite, "final_loss": final_loss,
+        "device_name": device_name, "step_times_ms": step_times_ms, "window_s": window_s,
+        "compute_step_ms": compute_step_ms, "peak_memory_gib": peak_memory_gib,
+        "loss_finite": loss_finite, "final_loss": final_loss, "ci_block_steps": blocks, "stop_reason": stop_reason,
     }
     gathered: list[dict] = [None] * world_size  # type: ignore[list-item]
     dist.all_gather_object(gathered, mine)
@@ -385,6 +412,46 @@ def _warm_up(args: WorkerArgs, train_step, sync, all_reduce, dist, loss_sum, pha
         # Every rank must run the same number of steps, or DDP's all-reduces stop pairing up.
         if all_reduce(1.0 if done_here else 0.0, dist.ReduceOp.MIN) >= 1.0:
             return steps, block_means_ms[-1], now - start
+
+
+def measurement_done(step_times_ms: list[float], *, block_steps: int, elapsed_s: float, ci_target: float,
+                     min_seconds: float, max_seconds: float) -> str | None:
+    """Why the adaptive window may stop now, or None to go on (pure, unit-tested).
+
+    The 95 % CI of throughput comes from block means (harness.stats), so a drift between blocks
+    widens it and keeps the window open until ``max_seconds``; steady blocks close it as soon as
+    ``min_seconds`` have passed.
+    """
+    from harness.stats import throughput_ci95_rel
+
+    if elapsed_s >= max_seconds:
+        return "max time"
+    if elapsed_s < min_seconds:
+        return None
+    ci_rel, blocks = throughput_ci95_rel(step_times_ms, block_steps=block_steps)
+    if ci_rel is not None and blocks >= 3 and ci_rel <= ci_target:
+        return "CI target"
+    return None
+
+
+def _measure_adaptively(args: WorkerArgs, run_steps, estimated_step_s: float, all_reduce, dist,
+                        phase: Phase) -> tuple[list[float], int, str]:
+    """Blocks of ~ci_block_seconds until every rank agrees the CI target (or the time cap) is met.
+
+    One sync per block (reading its events) and one tiny all-reduce: the host waits only at block
+    boundaries, never inside a block.
+    """
+    block_steps = max(10, math.ceil(args.ci_block_seconds / max(estimated_step_s, 1e-6)))
+    step_times_ms: list[float] = []
+    start = time.perf_counter()
+    while True:
+        step_times_ms += run_steps(len(step_times_ms), block_steps)
+        reason = measurement_done(step_times_ms, block_steps=block_steps, elapsed_s=time.perf_counter() - start,
+                                  ci_target=args.ci_target, min_seconds=args.measure_seconds,
+                                  max_seconds=args.max_measure_seconds)
+        phase.write("measure", expected_s=args.max_measure_seconds)  # heartbeat for the stall detector
+        if all_reduce(1.0 if reason else 0.0, dist.ReduceOp.MIN) >= 1.0:
+            return step_times_ms, block_steps, reason or "max time"
 
 
 def _compute_probe(steps: int, ddp, forward_backward, optimizer, sync, device) -> float:
@@ -528,7 +595,7 @@ def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict
     slowest = max(gathered, key=lambda g: g["window_s"])
     window_s = slowest["window_s"]
     throughput_total = args.global_batch_size * measured_steps / window_s
-    ci_rel, ci_blocks = throughput_ci95_rel(slowest["step_times_ms"])
+    ci_rel, ci_blocks = throughput_ci95_rel(slowest["step_times_ms"], block_steps=slowest.get("ci_block_steps"))
     pooled = [t for g in gathered for t in g["step_times_ms"]]
     tflops = throughput_total / world_size * spec.train_flops_per_sample / 1e12
     loss_finite = all(g["loss_finite"] for g in gathered)
@@ -561,7 +628,8 @@ def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict
             "min_warmup_steps": args.min_warmup_steps, "measure_seconds": args.measure_seconds,
             "min_measure_steps": args.min_measure_steps, "compute_probe_steps": args.compute_probe_steps,
             "sync_each_step": args.sync_each_step, "optimizer": recipe.describe(args.precision),
-            "host_window_s_slowest": slowest["host_window_s"],
+            "ci_target": args.ci_target or None, "measure_stop_reason": slowest.get("stop_reason"),
+            "max_measure_seconds": args.max_measure_seconds if args.ci_target else None,
         },
         started_at=datetime.fromtimestamp(_launch_epoch(_PROCESS_START), timezone.utc).isoformat(timespec="seconds"),
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

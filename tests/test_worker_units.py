@@ -72,3 +72,37 @@ def test_a_non_finite_loss_on_any_rank_makes_the_run_invalid():
     assert record.loss_finite is False
     assert "non-finite loss on rank(s) [1]" in record.failure.reason
     assert record.final_loss == 5.0  # rank 0's loss was finite
+
+
+# --- the adaptive window's stopping rule, on synthetic block series ----------------------------
+
+from harness.worker import measurement_done  # noqa: E402
+
+ADAPTIVE = dict(block_steps=10, ci_target=0.01, min_seconds=3.0, max_seconds=30.0)
+
+
+def _series(block_means_ms, jitter=0.0):
+    """Ten steps per block around each block mean; +/- jitter alternating inside a block."""
+    return [m + (jitter if i % 2 else -jitter) for m in block_means_ms for i in range(10)]
+
+
+def test_steady_blocks_stop_at_the_ci_target_once_the_minimum_time_passed():
+    steady = _series([50.0, 50.1, 49.9, 50.0, 50.05])
+    assert measurement_done(steady, elapsed_s=2.0, **ADAPTIVE) is None  # too early
+    assert measurement_done(steady, elapsed_s=3.5, **ADAPTIVE) == "CI target"
+
+
+def test_noisy_blocks_keep_measuring_until_the_ci_is_narrow_enough():
+    noisy = _series([50.0, 56.0, 45.0, 54.0, 47.0])  # block means spread ~9 %: CI far above 1 %
+    assert measurement_done(noisy, elapsed_s=10.0, **ADAPTIVE) is None
+    assert measurement_done(noisy, elapsed_s=30.0, **ADAPTIVE) == "max time"
+
+
+def test_drifting_blocks_never_look_confident():
+    drifting = _series([50.0 + 2.0 * b for b in range(12)])  # thermal-throttling-like slowdown
+    assert measurement_done(drifting, elapsed_s=20.0, **ADAPTIVE) is None
+    assert measurement_done(drifting, elapsed_s=31.0, **ADAPTIVE) == "max time"
+
+
+def test_two_blocks_are_not_enough_evidence():
+    assert measurement_done(_series([50.0, 50.0]), elapsed_s=5.0, **ADAPTIVE) is None
