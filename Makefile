@@ -14,7 +14,7 @@ TEST_ARGS ?=
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
 venv: $(STAMP)
@@ -27,3 +27,30 @@ test: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# --- container images (docs/containers.md) ------------------------------------------------------
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' harness/__init__.py)
+IMAGE ?= gpu-acceptance-harness:$(VERSION)
+# Empty: the Containerfile's default (pytorch/pytorch); e.g. BASE_IMAGE=nvcr.io/nvidia/pytorch:25.10-py3
+BASE_IMAGE ?=
+# The first of these on PATH; override with e.g. CONTAINER_ENGINE=podman.
+CONTAINER_ENGINE ?= $(firstword $(foreach tool,buildah podman docker,$(if $(shell command -v $(tool) 2>/dev/null),$(tool))))
+SIF ?= harness.sif
+# apptainer.def, or an OCI image, e.g. SIF_FROM=docker-daemon://gpu-acceptance-harness:0.1.0
+SIF_FROM ?= apptainer.def
+# Building from a definition needs root, or --fakeroot for everyone else.
+SIF_ARGS ?= $(if $(filter 0,$(shell id -u)),,--fakeroot)
+BUILD_LABELS = --build-arg HARNESS_VERSION=$(VERSION) \
+	--build-arg VCS_REF=$(shell git rev-parse --verify --quiet HEAD 2>/dev/null || echo unknown) \
+	--build-arg SOURCE_URL=$(shell git remote get-url origin 2>/dev/null || echo unknown)
+
+.PHONY: image sif
+
+image:
+	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: needs buildah, podman or docker on PATH" >&2; exit 2; }
+	$(CONTAINER_ENGINE) $(if $(filter buildah%,$(CONTAINER_ENGINE)),bud,build) -f Containerfile -t $(IMAGE) \
+		$(BUILD_LABELS) $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) .
+
+sif:
+	@command -v apptainer >/dev/null || { echo "make sif: needs apptainer >= 1.2 (apptainer.org)" >&2; exit 2; }
+	apptainer build $(SIF_ARGS) $(if $(filter %.def,$(SIF_FROM)),$(BUILD_LABELS)) $(SIF) $(SIF_FROM)
