@@ -58,6 +58,9 @@ class BenchmarkSpec:
     """Bound for what has no expected time: imports, NCCL init, model build, the first warmup block
     (cuDNN autotuning, torch.compile)."""
     extra_env: dict[str, str] = field(default_factory=dict)
+    telemetry: bool = True
+    """Sample the GPUs during the measured window (harness/telemetry.py); off to measure its cost."""
+    telemetry_period_s: float = 0.1
 
     def __post_init__(self) -> None:
         from harness.models import MODELS, PRECISIONS
@@ -74,7 +77,7 @@ class BenchmarkSpec:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("warmup_seconds", "measure_seconds", "timeout_s", "stall_factor", "stall_floor_s",
-                     "setup_timeout_s"):
+                     "setup_timeout_s", "telemetry_period_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         if self.scaling == "weak":
@@ -119,15 +122,20 @@ def make_run_id(spec: BenchmarkSpec) -> str:
     return f"{spec.case_id}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
-def torchrun_command(spec: BenchmarkSpec, run_dir: Path, run_id: str, rendezvous: Rendezvous | None = None) -> list[str]:
+def torchrun_prefix(gpus_per_node: int, nodes: int = 1, rendezvous: Rendezvous | None = None) -> list[str]:
+    """``python -m torch.distributed.run ...`` up to the module it runs: shared by every worker module."""
     if rendezvous is None:
         topology = ["--standalone", "--nnodes=1"]
     else:
-        topology = [f"--nnodes={spec.nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous.endpoint}",
+        topology = [f"--nnodes={nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous.endpoint}",
                     f"--rdzv-id={rendezvous.run_id}"]
+    return [sys.executable, "-m", "torch.distributed.run", *topology,
+            f"--nproc-per-node={gpus_per_node}", "--max-restarts=0"]
+
+
+def torchrun_command(spec: BenchmarkSpec, run_dir: Path, run_id: str, rendezvous: Rendezvous | None = None) -> list[str]:
     return [
-        sys.executable, "-m", "torch.distributed.run", *topology,
-        f"--nproc-per-node={spec.gpus_per_node}", "--max-restarts=0",
+        *torchrun_prefix(spec.gpus_per_node, spec.nodes, rendezvous),
         "-m", "harness.worker",
         "--model", spec.model, "--precision", spec.precision, "--scaling", spec.scaling,
         "--batch-size-per-gpu", str(spec.per_gpu_batch),
@@ -163,23 +171,89 @@ def launch_env(spec: BenchmarkSpec, run_id: str) -> dict[str, str]:
     return env
 
 
+def slurm_launch(spec: BenchmarkSpec, run_id: str) -> tuple[list[str], Rendezvous]:
+    """A multi-node launch in the Slurm job we run in: the srun prefix and the c10d rendezvous.
+
+    srun starts one torchrun agent per node (under HARNESS_STEP_WRAPPER, e.g. apptainer exec,
+    when set); the agents meet on the allocation's first node (docs/slurm.md).
+    """
+    from harness import slurm
+
+    alloc = slurm.allocation_from_env()
+    if alloc is None:
+        raise ValueError(f"a {spec.nodes}-node run needs a Slurm allocation of {spec.nodes} nodes "
+                         "(run it in a batch job: slurm/acceptance.sbatch); SLURM_JOB_ID is not set")
+    prefix = slurm.srun_prefix(alloc, spec.nodes, extra=slurm.step_wrapper())
+    return prefix, Rendezvous(endpoint=slurm.rendezvous_endpoint(alloc, slurm.rendezvous_port(alloc)), run_id=run_id)
+
+
 def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = None,
                   rendezvous: Rendezvous | None = None) -> RunRecord:
     """Launch, wait (bounded), clean up, and return the run record: a failure is a record, not an exception.
 
+    One node: torchrun --standalone. Several: srun + torchrun with a c10d rendezvous in the Slurm
+    job (slurm_launch), unless the caller gives the rendezvous.
+
     KeyboardInterrupt/SystemExit still propagate (after the processes are gone), because the user
     or the scheduler asked us to stop.
     """
+    import dataclasses
+
+    from harness.telemetry import sampler_for
+
     run_id = run_id or make_run_id(spec)
     run_dir = Path(run_dir)
+    prefix: list[str] = []
+    if spec.nodes > 1 and rendezvous is None:
+        prefix, rendezvous = slurm_launch(spec, run_id)
+    command = prefix + torchrun_command(spec, run_dir, run_id, rendezvous)
+    sampler = sampler_for(spec.device, run_dir, enabled=spec.telemetry, period_s=spec.telemetry_period_s)
+    outcome = supervise(spec, command, run_dir, run_id, sampler=sampler)
+    record_path = run_dir / "record.json"
+    if outcome.stall is None and outcome.returncode == 0 and record_path.exists():
+        from harness.records import read_record
+
+        record = read_record(record_path)
+        return dataclasses.replace(_with_launch_time(record, outcome.elapsed_s), telemetry=outcome.telemetry)
+    record = failure_record(spec, run_id, run_dir, returncode=outcome.returncode, stall=outcome.stall,
+                            elapsed_s=outcome.elapsed_s, phases=outcome.phases)
+    record = dataclasses.replace(record, telemetry=outcome.telemetry)
+    write_record(record_path, record)
+    return record
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaunchOutcome:
+    """How one torchrun launch ended, whatever it ran."""
+
+    returncode: int | None
+    stall: "Stall | None"
+    """Set when the launch was killed: past its time limit, or a rank stopped making progress."""
+    elapsed_s: float
+    phases: dict[int, dict]
+    """Each rank's last phase file, read before the processes were killed."""
+    telemetry: dict | None = None
+    """The sampler's summary, when one ran beside the launch."""
+
+
+def supervise(spec, command: list[str], run_dir: Path, run_id: str, *, sampler=None) -> LaunchOutcome:
+    """Run ``command`` (a torchrun launch) bounded by ``spec``'s time limits; kill all of it afterwards.
+
+    ``spec`` is a BenchmarkSpec or anything with its launch fields (gpus_per_node, nodes, device,
+    extra_env, timeout_s, setup_timeout_s, stall_factor, stall_floor_s): the all-reduce test and
+    the soak launch their own worker modules through here. ``sampler`` (harness/telemetry.py) is
+    started before the launch and stopped before the processes are killed.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in (*run_dir.glob("rank*"), run_dir / "record.json"):
         stale.unlink(missing_ok=True)
-    command = torchrun_command(spec, run_dir, run_id, rendezvous)
     (run_dir / "command.json").write_text(json.dumps(command))
     launcher_log = run_dir / "torchrun.log"
     started = time.time()
     stall: Stall | None = None
+    telemetry = None
+    if sampler is not None:
+        sampler.start()
     with open(launcher_log, "w") as log:
         proc = subprocess.Popen(command, env=launch_env(spec, run_id), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -199,18 +273,11 @@ def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = No
         finally:
             # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike.
             phases = read_phases(run_dir)
+            if sampler is not None:
+                telemetry = sampler.stop()
             kill_run(proc, run_id)
-    elapsed_s = time.time() - started
-    record_path = run_dir / "record.json"
-    if stall is None and proc.returncode == 0 and record_path.exists():
-        from harness.records import read_record
-
-        record = read_record(record_path)
-        return _with_launch_time(record, elapsed_s)
-    record = failure_record(spec, run_id, run_dir, returncode=proc.returncode, stall=stall,
-                            elapsed_s=elapsed_s, phases=phases)
-    write_record(record_path, record)
-    return record
+    return LaunchOutcome(returncode=proc.returncode, stall=stall, elapsed_s=time.time() - started, phases=phases,
+                         telemetry=telemetry)
 
 
 def _with_launch_time(record: RunRecord, elapsed_s: float) -> RunRecord:
@@ -429,6 +496,22 @@ def _rank_identity(phases: dict[int, dict], rank: int) -> str:
 
 def failure_record(spec: BenchmarkSpec, run_id: str, run_dir: Path, *, returncode: int | None,
                    stall: Stall | None, elapsed_s: float, phases: dict[int, dict]) -> RunRecord:
+    status, failure = explain_failure(run_dir, returncode=returncode, stall=stall, elapsed_s=elapsed_s,
+                                      phases=phases)
+    return RunRecord(
+        run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
+        world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
+        batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
+        compile=spec.compile, status=status, failure=failure,
+        phases_s={"launch_total": elapsed_s},
+        hosts=tuple(dict.fromkeys(info["host"] for info in phases.values() if info.get("host"))),
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def explain_failure(run_dir: Path, *, returncode: int | None, stall: Stall | None, elapsed_s: float,
+                    phases: dict[int, dict]) -> tuple[str, Failure]:
+    """(status, Failure) of a launch that ended badly, for any worker module that writes phase files."""
     tails = log_tails(run_dir)
     status = "failed"
     rank = None
@@ -455,13 +538,4 @@ def failure_record(spec: BenchmarkSpec, run_id: str, run_dir: Path, *, returncod
                   f"run was killed ({where or 'no rank reported a phase'})")
     else:
         status, rank, phase, reason = _root_cause(run_dir, rank_failures, phases, returncode, tails)
-    return RunRecord(
-        run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
-        world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
-        batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
-        compile=spec.compile, status=status,
-        failure=Failure(reason=reason, phase=phase, rank=rank, log_tails=tails),
-        phases_s={"launch_total": elapsed_s},
-        hosts=tuple(dict.fromkeys(info["host"] for info in phases.values() if info.get("host"))),
-        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
+    return status, Failure(reason=reason, phase=phase, rank=rank, log_tails=tails)

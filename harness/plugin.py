@@ -47,6 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="P[,P...]", help="only these precisions (default: the profile's matrix)")
     group.addoption("--harness-gpus", "--gpus", dest="harness_gpus", action="append", metavar="N[,N...]",
                     help="only these GPU counts (default: the profile's matrix)")
+    group.addoption("--harness-nodes", "--nodes", dest="harness_nodes", action="append", metavar="N[,N...]",
+                    help="multi-node cases on these node counts (default: every node of the Slurm allocation, "
+                         "when it has more than one; GPU counts are then per node)")
     group.addoption("--harness-report-dir", dest="harness_report_dir", default="reports", metavar="DIR",
                     help="where reports/<run-id>/ is made (default: ./reports)")
     group.addoption("--harness-warmup-seconds", dest="harness_warmup_seconds", type=float, metavar="S",
@@ -59,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a rank with no progress for F x its phase's expected time + the floor is hung (default 3)")
     group.addoption("--harness-stall-floor", dest="harness_stall_floor", type=float, default=30.0, metavar="S",
                     help="seconds added to every stall bound (default 30)")
+    group.addoption("--harness-telemetry", dest="harness_telemetry", choices=("on", "off"), default="on",
+                    help="sample the GPUs (NVML) during each measured window (default on; off measures its cost)")
+    group.addoption("--harness-telemetry-period", dest="harness_telemetry_period", type=float, default=0.1,
+                    metavar="S", help="seconds between telemetry samples (default 0.1)")
+    group.addoption("--harness-soak", "--soak", dest="harness_soak", metavar="DURATION",
+                    help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
+                         "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -75,11 +85,18 @@ class Case:
     model: str
     precision: str
     gpus: int
+    """GPUs per node."""
     scaling: str = "weak"
+    nodes: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus * self.nodes
 
     @property
     def id(self) -> str:
-        return f"{self.model}-{self.precision}-{self.gpus}gpu"
+        gpus = f"{self.nodes}x{self.gpus}gpu" if self.nodes > 1 else f"{self.gpus}gpu"
+        return f"{self.model}-{self.precision}-{gpus}"
 
 
 @dataclass(kw_only=True)
@@ -102,9 +119,35 @@ class CaseResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"case": self.case.id, "scaling": self.case.scaling, "context": self.context,
+        return {"case": self.case.id, "scaling": self.case.scaling, "nodes": self.case.nodes, "context": self.context,
                 "record": self.record.to_dict(), "baseline_run_id": self.baseline_run_id,
                 "checks": [c.to_dict() for c in self.checks]}
+
+
+@dataclass(kw_only=True)
+class CheckedResult:
+    """The checks of a test that is not a benchmark case: the all-reduce sweep, the topology, the soak."""
+
+    name: str
+    context: str
+    checks: list
+    data: dict = field(default_factory=dict)
+    """What the report shows beside the checks; ``record`` (a run id and telemetry) is drawn like a case's."""
+    log_dir: Path | None = None
+
+    @property
+    def failed(self) -> list:
+        return [c for c in self.checks if c.passed is False]
+
+    def failure_message(self) -> str:
+        lines = [check.describe(self.context) for check in self.failed]
+        if self.log_dir is not None and any(c.kind == "sanity" for c in self.failed):
+            lines.append(f"rank logs: {self.log_dir}/")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"case": self.name, "context": self.context, "checks": [c.to_dict() for c in self.checks],
+                **self.data}
 
 
 # --- the session -----------------------------------------------------------------------------
@@ -119,8 +162,14 @@ class HarnessSession:
     run_dir: Path
     started_at: str
     available_gpus: int
+    allocation: object = None
+    """The Slurm allocation (harness.slurm.SlurmAllocation) when the driver runs in a Slurm job."""
     baselines: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)
+    allreduce_runs: dict = field(default_factory=dict)
+    """GPU count -> harness.interconnect.AllReduceRun, measured once per session."""
+    topology: dict | None = None
+    soak_run: object | None = None
 
     # What the matrix is, after the command-line filters.
     def selected(self, option: str, default) -> list:
@@ -133,14 +182,17 @@ class HarnessSession:
         precisions = self.selected("harness_precisions", profile.precisions)
         gpus = sorted({int(g) for g in self.selected("harness_gpus", profile.gpu_counts)})
         params = []
-        for count in gpus:
+        # Single-node cases, then the same GPU counts per node on each multi-node count (Slurm).
+        layouts = [(1, count) for count in gpus] + [(n, count) for n in self.node_counts() for count in gpus]
+        for nodes, count in layouts:
             for model in models:
                 for precision in precisions:
                     bounds = profile.bounds(model, precision)
-                    if scaling == "strong" and (bounds is None or count == 1 or
-                                                count not in bounds.min_strong_efficiency):
+                    world = nodes * count
+                    if scaling == "strong" and (bounds is None or world == 1 or
+                                                world not in bounds.min_strong_efficiency):
                         continue
-                    case = Case(model=model, precision=precision, gpus=count, scaling=scaling)
+                    case = Case(model=model, precision=precision, gpus=count, scaling=scaling, nodes=nodes)
                     marks = [pytest.mark.weak_scaling if scaling == "weak" else pytest.mark.strong_scaling]
                     if bounds is None:
                         marks.append(pytest.mark.skip(
@@ -152,15 +204,39 @@ class HarnessSession:
                     params.append(pytest.param(case, id=case.id, marks=marks))
         return params
 
+    def node_counts(self) -> list[int]:
+        """Node counts of the multi-node cases: --nodes, else the whole allocation (none outside Slurm)."""
+        chosen = _split(self.config.getoption("harness_nodes"))
+        if chosen is not None:
+            return sorted({int(n) for n in chosen if int(n) > 1})
+        if self.allocation is not None and self.allocation.node_count > 1:
+            return [self.allocation.node_count]
+        return []
+
+    def allreduce_counts(self) -> list:
+        """GPU counts of the all-reduce test: the selected counts above 1 (an all-reduce needs two), when
+        the profile has an [interconnect] section (like every optional section: left out, not checked)."""
+        if self.profile.interconnect is None:
+            return [pytest.param(None, id="none", marks=pytest.mark.skip(
+                reason=f"profile {self.profile.name} has no [interconnect] section"))]
+        counts = sorted({int(g) for g in self.selected("harness_gpus", self.profile.gpu_counts)} - {1})
+        unit = "GPUs" if self.profile.hardware.device == "cuda" else "CPU cores"
+        params = [pytest.param(n, id=f"{n}gpu", marks=[pytest.mark.skip(
+            reason=f"needs {n} {unit}; this node has {self.available_gpus}")] if n > self.available_gpus else [])
+            for n in counts]
+        return params or [pytest.param(None, id="none", marks=pytest.mark.skip(
+            reason="no GPU count above 1 is selected: an all-reduce needs two"))]
+
     def spec_for(self, case: Case, gpus: int | None = None):
         from harness.launch import BenchmarkSpec
 
         bounds = self.profile.bounds(case.model, case.precision)
         run = self.profile.run
         option = self.config.getoption
-        world = gpus if gpus is not None else case.gpus
+        per_node = gpus if gpus is not None else case.gpus
         return BenchmarkSpec(
-            model=case.model, precision=case.precision, gpus_per_node=world, scaling=case.scaling,
+            model=case.model, precision=case.precision, gpus_per_node=per_node, nodes=case.nodes,
+            scaling=case.scaling,
             batch_size_per_gpu=bounds.batch_size_per_gpu if case.scaling == "weak" else None,
             global_batch_size=bounds.strong_global_batch_size if case.scaling == "strong" else None,
             device=self.profile.hardware.device,
@@ -169,6 +245,7 @@ class HarnessSession:
             timeout_s=option("harness_timeout") or run.timeout_seconds,
             stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
             peak_tflops=self.profile.peak_tflops.get(case.precision),
+            telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"),
         )
 
     def log_dir(self, label: str) -> Path:
@@ -180,7 +257,7 @@ class HarnessSession:
 
         spec = self.spec_for(case, gpus)
         label = label or spec.case_id
-        busy = self.busy_gpus(spec.world_size)
+        busy = self.busy_gpus(spec.gpus_per_node)  # this node's; srun's other nodes are not looked at
         if busy:
             record = refused_record(spec, f"{self.run_id}-{label}", busy)
         else:
@@ -210,18 +287,117 @@ class HarnessSession:
         return self.baselines[key]
 
     def remember_baseline(self, case: Case, record: RunRecord) -> None:
-        if case.gpus == 1:
+        if case.world_size == 1:
             key = (case.model, case.precision, self.spec_for(case).per_gpu_batch)
             self.baselines.setdefault(key, record)
 
+    @property
+    def telemetry_on(self) -> bool:
+        return self.config.getoption("harness_telemetry") != "off"
+
     def telemetry_note(self) -> str:
+        """Why a check that needs telemetry could not be evaluated, when the run record does not say."""
         if self.profile.hardware.device == "cpu":
             return "no GPU telemetry on a CPU run"
-        return "GPU telemetry is not collected by this harness version yet"
+        if not self.telemetry_on:
+            return "GPU telemetry was switched off (--harness-telemetry off)"
+        return "no GPU telemetry was recorded for this run"
+
+    # --- interconnect, topology, soak (harness/interconnect.py, harness/soak.py)
+
+    def allreduce(self, gpus: int):
+        """The all-reduce sweep on ``gpus`` GPUs (CPU ranks): measured once per session."""
+        from harness import interconnect
+
+        if gpus not in self.allreduce_runs:
+            device = self.profile.hardware.device
+            memory = min((g.memory_total_gib for g in self.hardware.gpus), default=None)
+            option = self.config.getoption
+            spec = interconnect.AllReduceSpec(
+                gpus_per_node=gpus, device=device,
+                min_bytes=interconnect.MIB if device == "cuda" else 64 * 1024,
+                max_bytes=interconnect.default_max_bytes(device, memory), factor=2 if device == "cuda" else 4,
+                target_seconds=0.2 if device == "cuda" else 0.1,
+                timeout_s=option("harness_timeout") or self.profile.run.timeout_seconds,
+                stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
+                telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"))
+            run_id = f"{self.run_id}-{spec.case_id}"
+            busy = self.busy_gpus(gpus)
+            if busy:
+                from harness.hardware import busy_gpu_message
+
+                run = interconnect.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
+                                                failure=busy_gpu_message(busy))
+            else:
+                run = interconnect.run_allreduce(spec, self.log_dir(spec.case_id), run_id=run_id)
+            self.allreduce_runs[gpus] = run
+        return self.allreduce_runs[gpus]
+
+    def run_allreduce(self, gpus: int) -> CheckedResult:
+        from harness import interconnect
+
+        run = self.allreduce(gpus)
+        unit = "GPU" if self.profile.hardware.device == "cuda" else "rank"
+        checks = interconnect.allreduce_checks(run, self.profile.interconnect, missing_note=self.telemetry_note())
+        return CheckedResult(name=f"allreduce-{gpus}gpu", context=f"{self.profile.name}, all-reduce, {gpus} {unit}s",
+                             checks=checks, log_dir=self.log_dir(f"allreduce-{gpus}gpu"),
+                             data={"interconnect": run.to_dict(),
+                                   "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
+
+    def run_topology(self) -> CheckedResult:
+        """NVLink, P2P and PCIe of every GPU against [topology]; PCIe read under the all-reduce's load."""
+        from harness import interconnect
+        from harness.telemetry import not_available_reason
+
+        gpus = self.hardware.gpu_count
+        self.topology = interconnect.read_topology(self.hardware.gpus)
+        run = self.allreduce(gpus)
+        loaded = interconnect.pcie_under_load(run.telemetry)
+        why = run.failure or not_available_reason(run.telemetry, self.telemetry_note())
+        self.topology["pcie_under_load"] = loaded
+        checks = interconnect.topology_checks(self.topology, self.profile.topology, loaded,
+                                              load_note=f"no PCIe reading under load: {why}")
+        return CheckedResult(name="topology", context=f"{self.profile.name}, topology, {gpus} GPUs", checks=checks,
+                             data={"topology": self.topology})
+
+    def soak_spec(self):
+        from harness.models import MODELS
+        from harness.soak import SoakSpec, parse_duration
+
+        profile = self.profile
+        pairs = [(m, p) for m in profile.models for p in profile.precisions if profile.bounds(m, p) is not None]
+        # The most FLOPs per sample: the case that works the GPUs hardest (max picks the first on ties).
+        model, precision = max(pairs, key=lambda pair: MODELS[pair[0]].train_flops_per_sample)
+        counts = [n for n in profile.gpu_counts if n <= self.available_gpus]
+        gpus = self.hardware.gpu_count if profile.hardware.device == "cuda" else max(counts, default=1)
+        option = self.config.getoption
+        return SoakSpec(model=model, precision=precision, batch_size_per_gpu=profile.bounds(model, precision).batch_size_per_gpu,
+                        gpus_per_node=gpus, duration_s=parse_duration(option("harness_soak")),
+                        device=profile.hardware.device,
+                        warmup_seconds=option("harness_warmup_seconds") or profile.run.warmup_seconds,
+                        stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
+                        telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"))
+
+    def run_soak(self) -> CheckedResult:
+        from harness.soak import run_soak, soak_checks
+
+        spec = self.soak_spec()
+        run = run_soak(spec, self.log_dir(spec.case_id), run_id=f"{self.run_id}-{spec.case_id}")
+        self.soak_run = run
+        bounds = self.profile.bounds(spec.model, spec.precision)
+        checks = soak_checks(run, self.profile.soak, bounds, missing_note=self.telemetry_note())
+        unit = "GPU" if spec.device == "cuda" else "rank"
+        return CheckedResult(name=spec.case_id, checks=checks, log_dir=self.log_dir(spec.case_id),
+                             context=f"{self.profile.name}, soak {spec.model} {spec.precision}, {spec.world_size} "
+                                     f"{unit}{'' if spec.world_size == 1 else 's'}, {run.spec.duration_s:.0f} s",
+                             data={"soak": run.to_dict(), "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
 
     def context(self, case: Case) -> str:
         unit = "GPU" if self.profile.hardware.device == "cuda" else "rank"  # a CPU profile runs CPU ranks
-        return f"{self.profile.name}, {case.model} {case.precision}, {case.gpus} {unit}{'' if case.gpus == 1 else 's'}"
+        gpus = f"{case.gpus} {unit}{'' if case.gpus == 1 else 's'}"
+        if case.nodes > 1:
+            gpus = f"{case.nodes} nodes x {gpus}"
+        return f"{self.profile.name}, {case.model} {case.precision}, {gpus}"
 
     def run(self, case: Case) -> CaseResult:
         from harness import verdict
@@ -230,7 +406,7 @@ class HarnessSession:
         if case.scaling == "weak":
             record = self.launch(case)
             self.remember_baseline(case, record)
-            baseline = self.baseline(case) if case.gpus > 1 and record.ok else None
+            baseline = self.baseline(case) if case.world_size > 1 and record.ok else None
             checks = verdict.weak_scaling_checks(record, baseline, bounds, telemetry_note=self.telemetry_note())
         else:
             record = self.launch(case)
@@ -250,10 +426,18 @@ class HarnessSession:
             "hardware": hardware.to_dict(),
             "command_line": [sys.executable, "-m", "pytest", *self.config.invocation_params.args],
             "harness_version": _harness_version(),
+            "slurm": self.allocation.to_dict() if self.allocation is not None else None,
             "git_commit": _git_commit(),
             "container": _container(),
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
+            **({"interconnect": self.interconnect_summary()} if self.allreduce_runs or self.topology else {}),
+            **({"soak": self.soak_run.to_dict()} if self.soak_run is not None else {}),
         }
+
+    def interconnect_summary(self) -> dict:
+        from harness.interconnect import session_summary
+
+        return session_summary(self.allreduce_runs, self.topology)
 
 
 def refused_record(spec, run_id: str, busy: list) -> RunRecord:
@@ -313,12 +497,23 @@ class HarnessTest:
         return self.session.profile
 
     def run(self, case: Case) -> CaseResult:
-        result = self.session.run(case)
+        return self._keep(self.session.run(case))
+
+    def run_allreduce(self, gpus: int) -> CheckedResult:
+        return self._keep(self.session.run_allreduce(gpus))
+
+    def run_topology(self) -> CheckedResult:
+        return self._keep(self.session.run_topology())
+
+    def run_soak(self) -> CheckedResult:
+        return self._keep(self.session.run_soak())
+
+    def _keep(self, result):
         self.item.stash[RESULT_KEY] = result
         self.session.results[self.item.nodeid] = result
         return result
 
-    def assert_passed(self, result: CaseResult) -> None:
+    def assert_passed(self, result: CaseResult | CheckedResult) -> None:
         """Fail the test listing every check that missed, one line each; not-evaluated checks don't fail."""
         if result.failed:
             pytest.fail(result.failure_message(), pytrace=False)
@@ -368,6 +563,13 @@ def _start_session(config: pytest.Config) -> HarnessSession:
     from harness.hardware import HardwareError, detect, select_profile
     from harness.thresholds import ThresholdError, default_thresholds_dir, load_profiles
 
+    try:
+        socket.getaddrinfo(socket.gethostname(), None)
+    except OSError as exc:
+        # torchrun's rendezvous binds to this name: without it every launch would hang in setup.
+        raise pytest.UsageError(
+            f"this host's name {socket.gethostname()!r} does not resolve ({exc}); torchrun needs it for its "
+            "rendezvous. Add it to /etc/hosts (in a container: run with --add-host or a hostname that resolves).") from None
     thresholds_dir = config.getoption("harness_thresholds_dir") or default_thresholds_dir()
     try:
         profiles = load_profiles(thresholds_dir)
@@ -385,9 +587,33 @@ def _start_session(config: pytest.Config) -> HarnessSession:
         for name in _split(config.getoption(option)) or []:
             if name not in valid:
                 raise pytest.UsageError(f"--{option.removeprefix('harness_')} {name}: unknown; known: {', '.join(valid)}")
+    if config.getoption("harness_soak"):
+        from harness.soak import parse_duration
+
+        try:
+            parse_duration(config.getoption("harness_soak"))
+        except ValueError as exc:
+            raise pytest.UsageError(f"--soak: {exc}") from None
+    if not config.getoption("harness_telemetry_period") > 0:
+        raise pytest.UsageError(f"--harness-telemetry-period {config.getoption('harness_telemetry_period')}: "
+                                "expected seconds > 0, e.g. 0.1")
     for text in _split(config.getoption("harness_gpus")) or []:
         if not text.isdigit() or int(text) < 1:
             raise pytest.UsageError(f"--gpus {text!r}: expected positive integers, e.g. --gpus 1,2,4")
+    from harness.slurm import allocation_from_env
+
+    try:
+        allocation = allocation_from_env()
+    except ValueError as exc:
+        raise pytest.UsageError(f"cannot read the Slurm allocation: {exc}") from None
+    for text in _split(config.getoption("harness_nodes")) or []:
+        if not text.isdigit() or int(text) < 1:
+            raise pytest.UsageError(f"--nodes {text!r}: expected positive integers, e.g. --nodes 2,4")
+        have = allocation.node_count if allocation is not None else 1
+        if int(text) > have:
+            raise pytest.UsageError(f"--nodes {text}: this {'Slurm job' if allocation else 'run'} has {have} "
+                                    f"node{'s' if have != 1 else ''}; submit with sbatch --nodes={text} "
+                                    "slurm/acceptance.sbatch")
     started = datetime.now()
     run_id = f"{started.strftime('%Y%m%d-%H%M%S')}-{socket.gethostname()}-{profile.name}"
     report_root = Path(config.getoption("harness_report_dir"))
@@ -414,7 +640,7 @@ def _start_session(config: pytest.Config) -> HarnessSession:
         available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return HarnessSession(config=config, profile=profile, hardware=hardware, run_id=run_id, run_dir=run_dir,
                           started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                          available_gpus=available)
+                          available_gpus=available, allocation=allocation)
 
 
 def _point_latest(report_root: Path, run_dir: Path) -> None:
@@ -434,6 +660,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     hw = session.hardware
     what = f"{hw.gpu_count} x {hw.gpu_name}" if hw.device == "cuda" else f"CPU ({session.available_gpus} cores)"
+    if session.allocation is not None:
+        alloc = session.allocation
+        what += f"; Slurm job {alloc.job_id} on {alloc.node_count} node(s): {', '.join(alloc.nodes)}"
     return [f"harness: profile {session.profile.name} ({session.profile.path}) on {what}",
             f"harness: reports in {session.run_dir}"]
 
@@ -449,6 +678,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 cases = session.cases(scaling) or [pytest.param(None, id="none", marks=pytest.mark.skip(
                     reason=f"profile {session.profile.name} has no {scaling}-scaling cases for this selection"))]
                 metafunc.parametrize(fixture, cases)
+    if "allreduce_gpus" in metafunc.fixturenames:
+        if session is None:
+            metafunc.parametrize("allreduce_gpus", [pytest.param(None, marks=pytest.mark.skip(
+                reason="not an acceptance session (run `make acceptance` or pytest on acceptance/)"))])
+        else:
+            metafunc.parametrize("allreduce_gpus", session.allreduce_counts())
 
 
 @pytest.fixture

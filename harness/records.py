@@ -137,6 +137,10 @@ class RunRecord:
     """Where the launch's wall time went: process start, imports, init, build, warmup, measure."""
     settings: dict[str, Any] = field(default_factory=dict)
     """What the worker was asked to do (durations, seeds, DDP options), for reproduction."""
+    telemetry: dict[str, Any] | None = None
+    """GPU telemetry of the measured window (harness/telemetry.py): per-GPU reductions and
+    timelines, or {"status": "unavailable" | "disabled", "reason": ...}; None in records written
+    before telemetry existed. Added by the launcher, not the worker."""
     started_at: str | None = None
     finished_at: str | None = None
 

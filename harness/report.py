@@ -51,7 +51,9 @@ INHERITED_BOUNDS = ("min_weak_efficiency", "min_gpu_utilization_pct", "min_power
 CONTAINER_ENV_VARS = ("HARNESS_CONTAINER_IMAGE", "APPTAINER_NAME", "SINGULARITY_NAME", "APPTAINER_CONTAINER",
                       "SINGULARITY_CONTAINER")
 
-_NODE_PARAMS = re.compile(r"\[(?P<model>[^\[\]]+)-(?P<precision>[A-Za-z0-9]+)-(?P<gpus>[0-9]{1,5})gpu\]$")
+# Case ids: resnet50-bf16-4gpu, or resnet50-bf16-2x4gpu for 2 nodes of 4 GPUs (Slurm).
+_NODE_PARAMS = re.compile(
+    r"\[(?P<model>[^\[\]]+)-(?P<precision>[A-Za-z0-9]+)-(?:(?P<nodes>[0-9]{1,4})x)?(?P<gpus>[0-9]{1,5})gpu\]$")
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # C0 controls except tab and newline, DEL, C1 controls, bidi overrides (they reorder what a
 # reader sees), lone surrogates (unencodable) and non-characters.
@@ -312,7 +314,7 @@ def _case_of(nodeid: str, harness: dict) -> dict | None:
         return None
     function = nodeid.split("::")[-1].split("[")[0]
     return {"scaling": "strong" if "strong" in function else "weak", "model": match["model"],
-            "precision": match["precision"], "gpus": int(match["gpus"])}
+            "precision": match["precision"], "gpus": int(match["gpus"]) * int(match["nodes"] or 1)}
 
 
 def _derived_outcome(harness: dict) -> str:
@@ -942,7 +944,7 @@ def scaling_charts(tests: list[dict], raw_profile: dict, device: str) -> list[di
 def telemetry_charts(record: dict) -> list[Any]:
     """Timelines of ``record["telemetry"]`` when a run recorded it; nothing otherwise (nothing is invented).
 
-    Expected shape (a future harness version writes it; see docs/report.md)::
+    Shape (written by harness/telemetry.py; see docs/report.md and docs/telemetry.md)::
 
         {"metrics": {"<name>": {"label": "GPU utilization", "unit": "%",
                                 "per_gpu": {"<gpu index>": [[t_seconds, value], ...]}}}}
@@ -967,10 +969,31 @@ def telemetry_charts(record: dict) -> list[Any]:
     return charts
 
 
+def telemetry_missing(tests: list[dict]) -> str:
+    """Why no timeline is drawn: the reasons the runs recorded, or that they predate telemetry."""
+    reasons = list(dict.fromkeys(
+        _str(telemetry.get("reason")) for telemetry in (
+            _dict(_dict(t["harness"].get("record")).get("telemetry")) for t in tests)
+        if telemetry and telemetry.get("status") != "ok" and telemetry.get("reason")))
+    if not reasons:
+        return ("Not recorded: this harness version collects no GPU utilization, power or temperature timelines "
+                "(the utilization check of each test says “not evaluated”).")
+    return f"Not recorded: {'; '.join(reasons[:5])}. The checks that need telemetry say “not evaluated”."
+
+
+def interconnect_missing(header: dict) -> str:
+    interconnect = header.get("interconnect")
+    if not isinstance(interconnect, dict):
+        return "Not recorded: this harness version runs no all-reduce bandwidth test."
+    failures = [f"{_str(g)} GPUs: {_str(_dict(run).get('failure'))}"
+                for g, run in _dict(interconnect.get("runs")).items() if _dict(run).get("failure")]
+    return "No all-reduce bandwidth was measured" + (f" ({'; '.join(failures[:4])})." if failures else ".")
+
+
 def interconnect_charts(header: dict, raw_profile: dict) -> list[Any]:
     """All-reduce bus bandwidth vs message size per GPU count, with the profile's bound, when measured.
 
-    Expected shape (``harness["interconnect"]`` in report.json / session.json, not written yet)::
+    Shape (``harness["interconnect"]`` in report.json / session.json, written by harness/interconnect.py)::
 
         {"allreduce": [{"gpus": 4, "size_bytes": 1073741824, "busbw_gbps": 350.2}, ...]}
     """
@@ -1055,7 +1078,9 @@ def build_view(inputs: RunInputs) -> dict:
         "orphans": orphans,
         "charts": scaling_charts(tests, raw_profile, device),
         "telemetry_cases": [c for c in cases if c["telemetry"]],
+        "telemetry_missing": telemetry_missing(tests),
         "interconnect": interconnect_charts(header, raw_profile),
+        "interconnect_missing": interconnect_missing(header),
         "thresholds": build_thresholds(header, cases_used, units),
         "device_word": "GPU" if device != "cpu" else "rank",
     }

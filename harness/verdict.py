@@ -9,7 +9,7 @@ report, never counted as passed, and it does not fail the test on its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from harness.records import RunRecord
 from harness.thresholds import CaseBounds
@@ -44,7 +44,8 @@ class Check:
         holds = self.passed
         shown = {">=": ">=" if holds else "<", "<=": "<=" if holds else ">", "==": "==" if holds else "!="}[self.comparison]
         unit = f" {self.unit}" if self.unit else ""
-        return f"{self.name} {_fmt(self.measured)}{unit} {shown} {_fmt(self.bound)}{unit} ({context})"
+        where = f": {self.note}" if self.note else ""  # e.g. which GPU missed, for per-GPU checks
+        return f"{self.name} {_fmt(self.measured)}{unit} {shown} {_fmt(self.bound)}{unit}{where} ({context})"
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "measured": self.measured, "bound": self.bound,
@@ -93,9 +94,156 @@ def health_checks(record: RunRecord, bounds: CaseBounds, telemetry_note: str) ->
     cv = record.step_time_ms.cv if record.step_time_ms else None
     checks.append(_bounded("step-time CV", "health", cv, bounds.max_step_time_cv, "", "<=", bounds.source,
                            "no step times"))
-    checks.append(_bounded("mean GPU utilization", "health", None, bounds.min_gpu_utilization_pct, "%", ">=",
-                           bounds.source, telemetry_note))
+    checks += telemetry_checks(record.telemetry, min_gpu_utilization_pct=bounds.min_gpu_utilization_pct,
+                               min_power_fraction_of_limit=bounds.min_power_fraction_of_limit,
+                               max_temperature_c=bounds.max_temperature_c, source=bounds.source,
+                               missing_note=telemetry_note)
     return [c for c in checks if c is not None]
+
+
+# --- GPU telemetry of the measured window (harness/telemetry.py) -----------------------------
+
+
+def telemetry_checks(telemetry: dict | None, *, min_gpu_utilization_pct: float | None = None,
+                     min_power_fraction_of_limit: float | None = None, max_temperature_c: float | None = None,
+                     source: str = "", missing_note: str) -> list[Check]:
+    """Per-GPU health over the window: utilization, power, temperature (when the profile bounds them),
+    no thermal or hardware-slowdown throttling and no new ECC errors (always).
+
+    Each is judged per GPU and a miss names the GPU (index and UUID). Without telemetry every check
+    is not evaluated, with the reason; a GPU that reported no value makes a check not evaluated
+    rather than passed.
+    """
+    from harness import telemetry as tm
+
+    usable = telemetry if tm.is_ok(telemetry) else None
+    note = tm.not_available_reason(telemetry, missing_note)
+    checks = []
+    if min_gpu_utilization_pct is not None:
+        checks.append(_per_gpu_check("mean GPU utilization", usable, lambda g: g["reduced"].get("util_pct"),
+                                     min_gpu_utilization_pct, "%", ">=", source, note))
+    if min_power_fraction_of_limit is not None:
+        checks.append(_per_gpu_check("mean power / power limit", usable, _power_fraction,
+                                     min_power_fraction_of_limit, "", ">=", source, note))
+    if max_temperature_c is not None:
+        checks.append(_per_gpu_check("max GPU temperature", usable, lambda g: g["reduced"].get("temperature_c"),
+                                     max_temperature_c, "°C", "<=", source, note))
+    checks.append(_throttle_check(usable, note))
+    checks.append(_ecc_check(usable, note))
+    return checks
+
+
+def _power_fraction(gpu: dict) -> float | None:
+    power, limit = gpu["reduced"].get("power_w"), gpu["reduced"].get("power_limit_w")
+    return power / limit if power is not None and limit else None
+
+
+def _gpu_name(gpu: dict) -> str:
+    from harness.telemetry import gpu_label
+
+    return gpu_label(gpu.get("index"), gpu.get("uuid"))
+
+
+def _per_gpu_check(name: str, telemetry: dict | None, value_of, bound: float, unit: str,
+                   comparison: Literal[">=", "<="], source: str, note: str) -> Check:
+    """The worst GPU against the bound; the note names every GPU that missed (or the worst one)."""
+    def missing(why: str) -> Check:
+        return Check(name=name, kind="health", measured=None, bound=bound, unit=unit, comparison=comparison,
+                     passed=None, note=why, source=source)
+
+    if telemetry is None:
+        return missing(note)
+    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
+    values = [(g, value_of(g)) for g in gpus]
+    known = [(g, v) for g, v in values if v is not None]
+    unknown = [g for g, v in values if v is None]
+    if not known:
+        return missing("NVML reported no value for any GPU" + _unsupported_note(gpus))
+    holds = (lambda v: v >= bound) if comparison == ">=" else (lambda v: v <= bound)
+    worst_gpu, worst = (min if comparison == ">=" else max)(known, key=lambda pair: pair[1])
+    missed = [(g, v) for g, v in known if not holds(v)]
+    shown_unit = f" {unit}" if unit else ""
+    if missed:
+        where = ", ".join(f"{_gpu_name(g)} {_fmt(v)}{shown_unit}" for g, v in missed)
+        return Check(name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
+                     passed=False, note=where, source=source)
+    if unknown:
+        return Check(name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
+                     passed=None, source=source,
+                     note=f"no value from {', '.join(_gpu_name(g) for g in unknown)}" + _unsupported_note(unknown))
+    return Check(name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
+                 passed=True, note=f"worst: {_gpu_name(worst_gpu)}", source=source)
+
+
+def _unsupported_note(gpus: list[dict]) -> str:
+    reasons = sorted({f"{key}: {why}" for g in gpus for key, why in (g.get("unsupported") or {}).items()} |
+                     {f"{key}: {why}" for g in gpus for key, why in (g.get("errors") or {}).items()})
+    return f" ({'; '.join(reasons[:4])})" if reasons else ""
+
+
+def _throttle_check(telemetry: dict | None, note: str) -> Check:
+    from harness.telemetry import FAULT_REASONS
+
+    name = "no thermal / hardware-slowdown throttling"
+
+    def result(passed: bool | None, why: str) -> Check:
+        return Check(name=name, kind="health", measured=None, bound=None, unit="", comparison="==", passed=passed,
+                     note=why, source="harness rule: a healthy GPU never slows itself for heat or a hardware signal")
+
+    if telemetry is None:
+        return result(None, note)
+    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
+    read = [g for g in gpus if "clock_event_reasons" in g.get("reduced", {})]
+    if not read:
+        return result(None, "NVML reported no clock-event reasons" + _unsupported_note(gpus))
+    faults, benign = [], set()
+    for gpu in read:
+        reasons = gpu["reduced"]["clock_event_reasons"]
+        bad = [r for r in reasons if r in FAULT_REASONS]
+        benign.update(r for r in reasons if r not in FAULT_REASONS)
+        if bad:
+            counts = gpu.get("clock_events") or {}
+            samples = gpu.get("samples")
+            faults.append(f"{_gpu_name(gpu)}: " + ", ".join(
+                f"{r} in {counts.get(r, '?')} of {samples} samples" for r in bad))
+    if faults:
+        return result(False, "; ".join(faults))
+    unread = [g for g in gpus if g not in read]
+    if unread:
+        return result(None, f"no clock-event reasons from {', '.join(_gpu_name(g) for g in unread)}")
+    return result(True, f"also seen, not faults: {', '.join(sorted(benign))}" if benign else "")
+
+
+def _ecc_check(telemetry: dict | None, note: str) -> Check:
+    name = "no new ECC errors"
+
+    def result(passed: bool | None, why: str) -> Check:
+        return Check(name=name, kind="health", measured=None, bound=None, unit="", comparison="==", passed=passed,
+                     note=why, source="harness rule: volatile ECC counters must not grow during the window")
+
+    if telemetry is None:
+        return result(None, note)
+    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
+    read = [g for g in gpus if {"ecc_corrected", "ecc_uncorrected"} & set(g.get("reduced", {}))]
+    if not read:
+        return result(None, "NVML reported no ECC counters (ECC off or not supported)" + _unsupported_note(gpus))
+    grown = []
+    for gpu in read:
+        corrected = gpu["reduced"].get("ecc_corrected")
+        uncorrected = gpu["reduced"].get("ecc_uncorrected")
+        if (corrected or 0) > 0 or (uncorrected or 0) > 0:
+            grown.append(f"{_gpu_name(gpu)}: {_count(corrected)} new corrected, {_count(uncorrected)} new "
+                         "uncorrected volatile ECC errors during the window")
+    if grown:
+        return result(False, "; ".join(grown))
+    unread = [g for g in gpus if g not in read]
+    if unread:
+        return result(None, f"no ECC counters from {', '.join(_gpu_name(g) for g in unread)}")
+    return result(True, "")
+
+
+def _count(value: Any) -> str:
+    return "?" if value is None else str(value)
 
 
 def weak_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: CaseBounds, *,

@@ -1,0 +1,26 @@
+"""Do the GPUs talk to each other at the speed the wiring promises, over the wiring it promises?
+
+The all-reduce test launches harness.interconnect through torchrun (NCCL; gloo on a CPU profile)
+for each selected GPU count above one, sweeps message sizes, checks every reduced value, and
+holds the bus bandwidth at the largest message against ``[interconnect]`` of the profile. The
+topology test reads NVLink, peer-to-peer and PCIe facts from NVML against ``[topology]``. Both
+also fail on thermal or hardware-slowdown throttling and on new ECC errors during the sweep.
+"""
+
+import pytest
+
+
+def test_allreduce_bus_bandwidth(harness, allreduce_gpus):
+    """busbw = algbw x 2(n-1)/n at the largest message >= [interconnect] min_allreduce_busbw_gbps."""
+    result = harness.run_allreduce(allreduce_gpus)
+    harness.assert_passed(result)
+
+
+def test_topology(harness):
+    """NVLink links up per GPU, P2P between every pair, PCIe generation and width under load."""
+    if harness.profile.hardware.device != "cuda":
+        pytest.skip("no GPU topology on a CPU run")
+    if harness.profile.topology is None:
+        pytest.skip(f"profile {harness.profile.name} has no [topology] section")
+    result = harness.run_topology()
+    harness.assert_passed(result)

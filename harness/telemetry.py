@@ -1,0 +1,572 @@
+"""GPU telemetry of the measured window: a pynvml sampler beside the workers, and its reductions.
+
+The sampler is a thread in the launcher process: NVML calls are cheap and need no CUDA context,
+so the pytest process still never opens one. It follows the measured window from outside, by
+watching the ``rank<R>.phase`` files the workers write: sampling starts when a rank enters
+"measure" and stops when no rank is left in it (they move on to "gather"), so start-up, warmup
+and the straggler probe never enter the numbers. Each GPU of the run is found by the UUID its
+rank reports (by its index when there is no UUID), so "GPU 3" in a verdict is the GPU an
+operator pulls.
+
+Every metric declares how the window is reduced to one number per GPU (``METRICS``):
+utilization and power by their mean, temperature and memory by their maximum, clocks by their
+minimum, clock-event ("throttle") reasons by *any* (the bitmask decoded into names), ECC and PCIe
+replay counters by their increase over the window (read when the window opens and when it
+closes). The samples are also kept as timelines for the report, averaged into fewer points when
+a window is long (a soak), so memory stays bounded; the reductions always use every sample.
+
+Where NVML is absent (a CPU run, no driver) or the sampler is switched off
+(``HARNESS_TELEMETRY=0``), the summary says ``unavailable`` or ``disabled`` with the reason, and
+the checks that need it are reported as not evaluated, never as passed (harness/verdict.py).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+TELEMETRY_ENV = "HARNESS_TELEMETRY"
+"""Set to 0 / off / false to launch without the sampler (to measure what it costs)."""
+DEFAULT_PERIOD_S = 0.1
+MAX_TIMELINE_POINTS = 240
+"""Points per GPU and metric kept for the report; a longer window is averaged into this many."""
+GIB_BYTES = 1024**3
+
+Reduction = Literal["mean", "max", "min", "any", "delta"]
+
+
+# --- clock-event (throttle) reasons ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClockEventReason:
+    bit: int
+    """The bit in nvmlDeviceGetCurrentClocksEventReasons (nvmlClocksEventReason* in nvml.h)."""
+    name: str
+    fault: bool
+    """The GPU slowed down to protect itself (heat, a hardware slowdown signal, a power brake):
+    a node doing that under a benchmark is not healthy. Power capping, idling and clock settings
+    are how a healthy GPU is run, so they are recorded but fail nothing."""
+
+
+CLOCK_EVENT_REASONS = (
+    ClockEventReason(0x1, "gpu idle", False),
+    ClockEventReason(0x2, "applications clocks setting", False),
+    ClockEventReason(0x4, "sw power cap", False),
+    ClockEventReason(0x8, "hw slowdown", True),
+    ClockEventReason(0x10, "sync boost", False),
+    ClockEventReason(0x20, "sw thermal slowdown", True),
+    ClockEventReason(0x40, "hw thermal slowdown", True),
+    ClockEventReason(0x80, "hw power brake slowdown", True),
+    ClockEventReason(0x100, "display clock setting", False),
+)
+FAULT_REASONS = tuple(reason.name for reason in CLOCK_EVENT_REASONS if reason.fault)
+_KNOWN_BITS = sum(reason.bit for reason in CLOCK_EVENT_REASONS)
+
+
+def decode_clock_event_reasons(mask: int) -> list[str]:
+    """``0x44`` -> ``["sw power cap", "hw thermal slowdown"]``; bits this table lacks are named by value."""
+    names = [reason.name for reason in CLOCK_EVENT_REASONS if mask & reason.bit]
+    unknown = mask & ~_KNOWN_BITS
+    if unknown:
+        names.append(f"unknown 0x{unknown:x}")
+    return names
+
+
+# --- the metrics -----------------------------------------------------------------------------
+
+
+def _clock_event_mask(nvml: Any, handle: Any) -> int:
+    # "Throttle reasons" were renamed "clocks event reasons" in driver 535; same bits.
+    try:
+        return int(nvml.nvmlDeviceGetCurrentClocksEventReasons(handle))
+    except AttributeError:
+        return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
+    except nvml.NVMLError as err:
+        if _error_code(err) != getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", -1):
+            raise
+        return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    reduction: Reduction
+    """How the window becomes one number per GPU: mean, max, min, any (bitmask OR), delta (end - start)."""
+    read: Callable[[Any, Any], float]
+    """(the pynvml module, a device handle) -> the current value."""
+    timeline: bool = False
+    """Drawn over time in the report."""
+
+    @property
+    def per_sample(self) -> bool:
+        """Counters (delta) are read when the window opens and closes; everything else every period."""
+        return self.reduction != "delta"
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric(key="util_pct", label="GPU utilization", unit="%", reduction="mean", timeline=True,
+           read=lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu),
+    Metric(key="mem_util_pct", label="memory utilization", unit="%", reduction="mean",
+           read=lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).memory),
+    Metric(key="mem_used_gib", label="memory used", unit="GiB", reduction="max",
+           read=lambda nv, h: nv.nvmlDeviceGetMemoryInfo(h).used / GIB_BYTES),
+    Metric(key="power_w", label="power draw", unit="W", reduction="mean", timeline=True,
+           read=lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
+    Metric(key="power_limit_w", label="enforced power limit", unit="W", reduction="min",
+           read=lambda nv, h: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
+    Metric(key="temperature_c", label="GPU temperature", unit="°C", reduction="max", timeline=True,
+           read=lambda nv, h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+    Metric(key="sm_clock_mhz", label="SM clock", unit="MHz", reduction="min", timeline=True,
+           read=lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+    Metric(key="mem_clock_mhz", label="memory clock", unit="MHz", reduction="min",
+           read=lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+    Metric(key="clock_event_reasons", label="clock-event (throttle) reasons", unit="", reduction="any",
+           read=_clock_event_mask),
+    Metric(key="pcie_gen", label="PCIe link generation", unit="", reduction="max",
+           read=lambda nv, h: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
+    Metric(key="pcie_width", label="PCIe link width", unit="lanes", reduction="max",
+           read=lambda nv, h: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
+    Metric(key="ecc_corrected", label="corrected ECC errors (volatile)", unit="", reduction="delta",
+           read=lambda nv, h: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                                             nv.NVML_VOLATILE_ECC)),
+    Metric(key="ecc_uncorrected", label="uncorrected ECC errors (volatile)", unit="", reduction="delta",
+           read=lambda nv, h: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                             nv.NVML_VOLATILE_ECC)),
+    Metric(key="pcie_replays", label="PCIe replays", unit="", reduction="delta",
+           read=lambda nv, h: nv.nvmlDeviceGetPcieReplayCounter(h)),
+)
+METRICS_BY_KEY = {metric.key: metric for metric in METRICS}
+
+
+def _error_code(err: BaseException) -> int | None:
+    return getattr(err, "value", None)
+
+
+def _unsupported(nvml: Any, err: BaseException) -> bool:
+    """This GPU or driver cannot report the metric at all (ask no more), as opposed to a failed read."""
+    codes = {getattr(nvml, name, None) for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND")}
+    return _error_code(err) in codes - {None}
+
+
+# --- timelines and per-metric statistics (pure) ----------------------------------------------
+
+
+class Timeline:
+    """(t, value) points, at most ``max_points``: when full, neighbours are averaged in pairs and
+    later samples are averaged in buckets twice as long, so a 4-hour soak keeps its shape in
+    bounded memory. A short window keeps every sample."""
+
+    def __init__(self, max_points: int = MAX_TIMELINE_POINTS):
+        if max_points < 2:
+            raise ValueError(f"max_points must be >= 2, got {max_points}")
+        self.max_points = max_points
+        self.bucket = 1
+        """Samples averaged into one point."""
+        self._points: list[tuple[float, float]] = []
+        self._pending: list[tuple[float, float]] = []
+
+    def add(self, t: float, value: float) -> None:
+        self._pending.append((t, value))
+        if len(self._pending) < self.bucket:
+            return
+        self._points.append(_mean_point(self._pending))
+        self._pending = []
+        if len(self._points) > self.max_points:
+            pairs = [self._points[i:i + 2] for i in range(0, len(self._points), 2)]
+            self._points = [_mean_point(pair) for pair in pairs]
+            self.bucket *= 2
+
+    def points(self) -> list[list[float]]:
+        shown = self._points + ([_mean_point(self._pending)] if self._pending else [])
+        return [[round(t, 3), round(v, 3)] for t, v in shown]
+
+
+def _mean_point(points: list[tuple[float, float]]) -> tuple[float, float]:
+    return (sum(t for t, _ in points) / len(points), sum(v for _, v in points) / len(points))
+
+
+@dataclass(slots=True)
+class _Stat:
+    count: int = 0
+    total: float = 0.0
+    low: float = float("inf")
+    high: float = float("-inf")
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
+
+    def summary(self) -> dict[str, float]:
+        return {"min": round(self.low, 3), "mean": round(self.total / self.count, 3), "max": round(self.high, 3)}
+
+
+@dataclass(kw_only=True)
+class GpuTrack:
+    """Everything sampled from one GPU during the window."""
+
+    index: int | None
+    uuid: str | None
+    rank: int
+    handle: Any
+    samples: int = 0
+    stats: dict[str, _Stat] = field(default_factory=dict)
+    timelines: dict[str, Timeline] = field(default_factory=dict)
+    reason_mask: int = 0
+    reason_samples: dict[str, int] = field(default_factory=dict)
+    """Clock-event reason -> samples in which it was active."""
+    counters_start: dict[str, int] = field(default_factory=dict)
+    counters_end: dict[str, int] = field(default_factory=dict)
+    unsupported: dict[str, str] = field(default_factory=dict)
+    """Metric -> why NVML cannot report it on this GPU (asked once, then no more)."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """Metric -> the last error of a read that failed (it is asked again next period)."""
+    reads: dict[str, int] = field(default_factory=dict)
+    """Metric -> successful reads."""
+
+    def add_sample(self, t: float, metric: Metric, value: float) -> None:
+        self.reads[metric.key] = self.reads.get(metric.key, 0) + 1
+        if metric.reduction == "any":
+            mask = int(value)
+            self.reason_mask |= mask
+            for name in decode_clock_event_reasons(mask):
+                self.reason_samples[name] = self.reason_samples.get(name, 0) + 1
+            return
+        self.stats.setdefault(metric.key, _Stat()).add(float(value))
+        if metric.timeline:
+            self.timelines.setdefault(metric.key, Timeline()).add(t, float(value))
+
+    def reduced(self) -> dict[str, Any]:
+        """Each metric's declared reduction over the window; a metric never read is left out, not zero."""
+        values: dict[str, Any] = {}
+        for metric in METRICS:
+            if metric.reduction == "any":
+                if self.reads.get(metric.key):
+                    values[metric.key] = decode_clock_event_reasons(self.reason_mask)
+            elif metric.reduction == "delta":
+                if metric.key in self.counters_start and metric.key in self.counters_end:
+                    values[metric.key] = self.counters_end[metric.key] - self.counters_start[metric.key]
+            elif metric.key in self.stats:
+                values[metric.key] = self.stats[metric.key].summary()[metric.reduction]
+        return values
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "uuid": self.uuid, "rank": self.rank, "samples": self.samples,
+            "reduced": self.reduced(),
+            "stats": {key: stat.summary() for key, stat in self.stats.items()},
+            "clock_events": dict(self.reason_samples),
+            "counters": {key: {"start": self.counters_start.get(key), "end": self.counters_end.get(key)}
+                         for key in set(self.counters_start) | set(self.counters_end)},
+            "unsupported": dict(self.unsupported),
+            "errors": dict(self.errors),
+        }
+
+
+def gpu_label(index: Any, uuid: Any) -> str:
+    """``GPU 3 (GPU-8d1c...)``: the index an operator sees in nvidia-smi and the UUID that cannot be misread."""
+    where = f"GPU {index}" if index is not None else "GPU ?"
+    return f"{where} ({uuid})" if uuid else where
+
+
+# --- following the measured window (pure) ----------------------------------------------------
+
+
+def window_state(phases: dict[int, dict], was_open: bool) -> Literal["before", "open", "closed"]:
+    """Where the run is relative to its measured window, from the ranks' phase files.
+
+    Open while any rank is in "measure" (they enter it together, after a barrier); closed once a
+    window was open and no rank is left in it.
+    """
+    measuring = any(info.get("phase") == "measure" for info in phases.values())
+    if measuring:
+        return "open"
+    return "closed" if was_open else "before"
+
+
+def telemetry_enabled(environ: dict[str, str] | None = None) -> bool:
+    value = (environ if environ is not None else os.environ).get(TELEMETRY_ENV, "1").strip().lower()
+    return value not in ("0", "off", "false", "no")
+
+
+def unavailable(reason: str, status: Literal["unavailable", "disabled"] = "unavailable",
+                period_s: float | None = None) -> dict[str, Any]:
+    """The summary of a run with no telemetry: the checks that need it say this reason."""
+    return {"status": status, "reason": reason, "period_s": period_s}
+
+
+# --- the sampler -----------------------------------------------------------------------------
+
+
+class Sampler:
+    """Samples every GPU of one launch during its measured window; ``stop()`` returns the summary.
+
+    ``poll()`` is one period's work (read the phase files, open or close the window, sample), so
+    tests can drive it with a fake clock and a fake NVML; ``start()`` runs it on a thread.
+    """
+
+    def __init__(self, run_dir: Path, *, period_s: float = DEFAULT_PERIOD_S, nvml: Any = None,
+                 clock: Callable[[], float] = time.time, host: str | None = None):
+        if not period_s > 0:
+            raise ValueError(f"period_s must be > 0 seconds, got {period_s}")
+        self.run_dir = Path(run_dir)
+        self.period_s = period_s
+        self.clock = clock
+        self.host = host or socket.gethostname()
+        self._nvml = nvml
+        self._initialised = False
+        self._failure: str | None = None
+        self._state: Literal["before", "open", "closed"] = "before"
+        self.gpus: list[GpuTrack] = []
+        self.window_start: float | None = None
+        self.window_end: float | None = None
+        self.samples = 0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._poll_seconds = 0.0
+
+    # -- lifecycle
+
+    def init(self) -> bool:
+        """Load NVML; False (with the reason kept) where there is none."""
+        if self._nvml is None:
+            try:
+                import pynvml
+            except ImportError as err:
+                self._failure = f"pynvml (nvidia-ml-py) is not installed: {err}"
+                return False
+            self._nvml = pynvml
+        try:
+            self._nvml.nvmlInit()
+        except self._nvml.NVMLError as err:
+            self._failure = f"NVML is not available: {err}"
+            return False
+        self._initialised = True
+        return True
+
+    def start(self) -> "Sampler":
+        if self.init():
+            self._thread = threading.Thread(target=self._run, name="harness-telemetry", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        next_tick = self.clock()
+        while not self._stop.is_set():
+            self.poll()
+            if self._state == "closed" or self._failure:
+                return
+            # A late period is skipped, not made up for: never sample faster than the period.
+            next_tick = max(next_tick + self.period_s, self.clock())
+            self._stop.wait(max(0.0, next_tick - self.clock()))
+
+    def stop(self) -> dict[str, Any]:
+        """End sampling (closing a window still open: the run died in it) and return the summary."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+        with self._lock:
+            if self._state == "open":
+                self._close(self.clock())
+            if self._initialised:
+                try:
+                    self._nvml.nvmlShutdown()
+                except Exception:  # noqa: BLE001 - shutting down must not cost the run its record
+                    pass
+                self._initialised = False
+        return self.summary()
+
+    # -- one period
+
+    def poll(self, now: float | None = None) -> None:
+        with self._lock:
+            if self._failure or self._state == "closed" or not self._initialised:
+                return
+            started = time.perf_counter()
+            now = self.clock() if now is None else now
+            try:
+                phases = self._local_phases()
+                state = window_state(phases, was_open=self._state == "open")
+                if state == "open" and self._state == "before":
+                    self._open(phases, now)  # reads the counters and takes the first sample
+                elif self._state == "open":
+                    if state == "closed":
+                        self._close(now, phases)
+                    else:
+                        self._sample(now)
+            except Exception as err:  # noqa: BLE001 - a sampler bug must never take the launch down
+                self._failure = f"the sampler stopped: {type(err).__name__}: {err}"
+            self._poll_seconds += time.perf_counter() - started
+
+    def _local_phases(self) -> dict[int, dict]:
+        from harness.launch import read_phases
+
+        return {rank: info for rank, info in read_phases(self.run_dir).items()
+                if info.get("host") in (None, self.host)}
+
+    def _open(self, phases: dict[int, dict], now: float) -> None:
+        nv = self._nvml
+        seen: set[str] = set()
+        for rank, info in sorted(phases.items()):
+            uuid, index = info.get("gpu_uuid"), info.get("gpu_index")
+            if uuid is None and index is None:
+                continue
+            try:
+                try:
+                    handle = nv.nvmlDeviceGetHandleByUUID(uuid) if uuid else nv.nvmlDeviceGetHandleByIndex(int(index))
+                except nv.NVMLError:
+                    if not uuid or index is None:
+                        raise
+                    # torch and NVML spell a UUID alike today; should one not, the index still names the GPU.
+                    handle = nv.nvmlDeviceGetHandleByIndex(int(index))
+                    uuid = None
+                if index is None:
+                    index = int(nv.nvmlDeviceGetIndex(handle))
+                if uuid is None:
+                    uuid = _text(nv.nvmlDeviceGetUUID(handle))
+            except nv.NVMLError as err:
+                self._failure = f"NVML cannot find {gpu_label(index, uuid)} of rank {rank}: {err}"
+                return
+            if uuid in seen:
+                continue
+            seen.add(uuid)
+            self.gpus.append(GpuTrack(index=index, uuid=uuid, rank=rank, handle=handle))
+        if not self.gpus:
+            self._failure = "no rank reported a GPU (a CPU run has nothing to sample)"
+            return
+        self._state = "open"
+        self.window_start = min((float(i["since"]) for i in phases.values()
+                                 if i.get("phase") == "measure" and i.get("since") is not None), default=now)
+        for gpu in self.gpus:
+            self._read_counters(gpu, gpu.counters_start)
+        self._sample(now)
+
+    def _close(self, now: float, phases: dict[int, dict] | None = None) -> None:
+        for gpu in self.gpus:
+            self._read_counters(gpu, gpu.counters_end)
+        ends = [float(i["since"]) for i in (phases or {}).values()
+                if i.get("phase") not in ("measure", None) and i.get("since") is not None
+                and self.window_start is not None and float(i["since"]) >= self.window_start]
+        self.window_end = min(ends) if ends else now
+        self._state = "closed"
+
+    def _read_counters(self, gpu: GpuTrack, into: dict[str, int]) -> None:
+        for metric in METRICS:
+            if not metric.per_sample and metric.key not in gpu.unsupported:
+                value = self._read(gpu, metric)
+                if value is not None:
+                    into[metric.key] = int(value)
+
+    def _sample(self, now: float) -> None:
+        t = now - (self.window_start if self.window_start is not None else now)
+        for gpu in self.gpus:
+            gpu.samples += 1
+            for metric in METRICS:
+                if metric.per_sample and metric.key not in gpu.unsupported:
+                    value = self._read(gpu, metric)
+                    if value is not None:
+                        gpu.add_sample(max(t, 0.0), metric, value)
+        self.samples += 1
+
+    def _read(self, gpu: GpuTrack, metric: Metric) -> float | None:
+        nv = self._nvml
+        try:
+            return metric.read(nv, gpu.handle)
+        except nv.NVMLError as err:
+            if _unsupported(nv, err):
+                gpu.unsupported[metric.key] = str(err)
+            else:
+                gpu.errors[metric.key] = str(err)
+            return None
+
+    # -- the result
+
+    def summary(self) -> dict[str, Any]:
+        if self._failure and not self.samples:
+            return unavailable(self._failure, period_s=self.period_s)
+        if self._state == "before":
+            return unavailable("the run never reached its measured window", period_s=self.period_s)
+        window_s = (self.window_end or self.clock()) - (self.window_start or 0.0)
+        metrics = {}
+        for metric in METRICS:
+            if not metric.timeline:
+                continue
+            per_gpu = {str(gpu.index): gpu.timelines[metric.key].points()
+                       for gpu in self.gpus if metric.key in gpu.timelines}
+            if per_gpu:
+                metrics[metric.key] = {"label": metric.label, "unit": metric.unit, "reduction": metric.reduction,
+                                       "per_gpu": per_gpu}
+        return {
+            "status": "ok",
+            "reason": self._failure,
+            "period_s": self.period_s,
+            "window": {"start": self.window_start, "end": self.window_end, "seconds": round(window_s, 3),
+                       "samples": self.samples},
+            "sampler_cpu_s": round(self._poll_seconds, 4),
+            "reductions": {metric.key: metric.reduction for metric in METRICS},
+            "gpus": [gpu.summary() for gpu in self.gpus],
+            "metrics": metrics,
+        }
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+# --- what a launch uses ----------------------------------------------------------------------
+
+
+class _NoSampler:
+    """Stands in for the sampler where there is nothing to sample; its summary says why."""
+
+    def __init__(self, summary: dict[str, Any]):
+        self._summary = summary
+
+    def start(self) -> "_NoSampler":
+        return self
+
+    def stop(self) -> dict[str, Any]:
+        return self._summary
+
+
+def sampler_for(device: str, run_dir: Path, *, enabled: bool = True, period_s: float = DEFAULT_PERIOD_S,
+                nvml: Any = None) -> Sampler | _NoSampler:
+    """The sampler of one launch: a real one on CUDA, a stand-in saying why not otherwise."""
+    if not enabled or not telemetry_enabled():
+        why = (f"GPU telemetry was switched off ({TELEMETRY_ENV}={os.environ.get(TELEMETRY_ENV)})"
+               if not telemetry_enabled() else "GPU telemetry was switched off for this launch")
+        return _NoSampler(unavailable(why, status="disabled", period_s=period_s))
+    if device != "cuda":
+        return _NoSampler(unavailable("a CPU run (gloo) has no GPU to sample", period_s=period_s))
+    return Sampler(run_dir, period_s=period_s, nvml=nvml)
+
+
+# --- reading a summary (for the verdict and the report) --------------------------------------
+
+
+def is_ok(telemetry: Any) -> bool:
+    return isinstance(telemetry, dict) and telemetry.get("status") == "ok" and bool(telemetry.get("gpus"))
+
+
+def not_available_reason(telemetry: Any, fallback: str) -> str:
+    if isinstance(telemetry, dict) and telemetry.get("status") != "ok" and telemetry.get("reason"):
+        return str(telemetry["reason"])
+    if isinstance(telemetry, dict) and telemetry.get("status") == "ok" and not telemetry.get("gpus"):
+        return "no GPU was sampled"
+    return fallback
+
+
+def per_gpu_values(telemetry: dict, key: str) -> list[tuple[dict, Any]]:
+    """(gpu summary, its reduced value of ``key``) for every GPU that has one."""
+    return [(gpu, gpu["reduced"][key]) for gpu in telemetry.get("gpus", [])
+            if isinstance(gpu, dict) and key in gpu.get("reduced", {})]

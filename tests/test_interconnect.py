@@ -1,0 +1,388 @@
+"""Interconnect: the busbw arithmetic, the correctness check, the checks against the profile, the
+topology read through a fake NVML, the acceptance test through pytester, and (``slow``) a real
+all-reduce sweep on two gloo ranks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pynvml
+import pytest
+import torch
+
+# Imported here, before pytester snapshots sys.modules: torch cannot be imported twice in a process.
+import harness.hardware  # noqa: F401
+import harness.launch  # noqa: F401
+from harness import interconnect
+from harness.hardware import GpuInfo
+from harness.interconnect import (
+    GIB,
+    MIB,
+    AllReduceRun,
+    AllReduceSpec,
+    allreduce_checks,
+    bus_bandwidth_gbps,
+    check_allreduce,
+    default_max_bytes,
+    expected_sum,
+    fill_pattern,
+    iterations_for,
+    message_sizes,
+    pattern_values,
+    pcie_under_load,
+    read_topology,
+    topology_checks,
+)
+from harness.thresholds import InterconnectBounds, TopologyBounds
+from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
+
+pytest_plugins = ["pytester"]
+REPO = Path(__file__).resolve().parent.parent
+
+
+# --- busbw (nccl-tests definition) -----------------------------------------------------------
+
+
+def test_algbw_is_bytes_over_time_and_busbw_scales_by_2_n_minus_1_over_n():
+    algbw, busbw = bus_bandwidth_gbps(GIB, 0.010, 4)
+    assert algbw == pytest.approx(107.374182, rel=1e-6)  # 1 GiB = 1.073741824e9 bytes, in 10 ms
+    assert busbw == pytest.approx(algbw * 2 * 3 / 4)
+    assert bus_bandwidth_gbps(GIB, 0.010, 2)[1] == pytest.approx(algbw)  # 2(n-1)/n = 1 at two ranks
+    assert bus_bandwidth_gbps(GIB, 0.010, 8)[1] == pytest.approx(algbw * 1.75)
+    assert bus_bandwidth_gbps(GIB, 0.010, 1)[1] == 0.0  # one rank moves nothing over a link
+
+
+def test_the_published_h200_figure_round_trips():
+    # 4 x H200, 8 GiB at 363 GB/s busbw (shared/REFERENCE.md) is 8 GiB in 35.5 ms.
+    seconds = 8 * GIB / (363e9 * 4 / (2 * 3))
+    assert bus_bandwidth_gbps(8 * GIB, seconds, 4)[1] == pytest.approx(363.0)
+
+
+@pytest.mark.parametrize(("size", "seconds", "world"), [(GIB, 0.0, 4), (GIB, -1.0, 4), (GIB, 1.0, 0)])
+def test_impossible_inputs_are_refused(size, seconds, world):
+    with pytest.raises(ValueError):
+        bus_bandwidth_gbps(size, seconds, world)
+
+
+# --- the correctness check -------------------------------------------------------------------
+
+
+def _all_reduced(elements: int, world: int, *, skip_rank: int | None = None) -> torch.Tensor:
+    """What a correct all-reduce (sum) of every rank's pattern leaves in each rank's buffer."""
+    total = torch.zeros(elements, dtype=torch.float32)
+    for rank in range(world):
+        if rank != skip_rank:
+            buffer = torch.empty(elements, dtype=torch.float32)
+            fill_pattern(torch, buffer, rank)
+            total += buffer
+    return total
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_a_correct_sum_passes_exactly(world):
+    assert check_allreduce(torch, _all_reduced(5000, world), world).ok
+
+
+def test_one_wrong_element_is_found_with_its_index_and_values():
+    reduced = _all_reduced(5000, 4)
+    expected = float(reduced[1234])
+    reduced[1234] += 1.0
+    result = check_allreduce(torch, reduced, 4)
+    assert (result.mismatches, result.first_bad_index, result.got, result.expected) == (1, 1234, expected + 1, expected)
+    assert "element 1,234, is" in result.describe()
+
+
+def test_a_missing_rank_and_a_misplaced_chunk_are_both_caught():
+    assert check_allreduce(torch, _all_reduced(4096, 4, skip_rank=2), 4).mismatches == 4096
+    reduced = _all_reduced(4096, 4)
+    swapped = torch.cat([reduced[2048:], reduced[:2048]])  # chunks of a ring landing at the wrong offset
+    assert check_allreduce(torch, swapped, 4).mismatches > 4000
+
+
+def test_the_pattern_sums_exactly_in_float32_up_to_8_ranks():
+    index_max = interconnect.PATTERN_PERIOD - 1
+    largest = index_max * 8 + interconnect.RANK_STRIDE * 8 * 7 // 2
+    assert largest < 2**24  # every partial sum is an integer float32 holds exactly
+    assert torch.equal(expected_sum(torch, 0, 10, 1, "cpu"), pattern_values(torch, 0, 10, 0, "cpu"))
+
+
+def test_chunked_fill_and_check_cover_the_whole_buffer(monkeypatch):
+    monkeypatch.setattr(interconnect, "CHECK_CHUNK_ELEMENTS", 1000)
+    reduced = _all_reduced(4500, 2)
+    assert check_allreduce(torch, reduced, 2).ok
+    reduced[4499] = -1.0
+    assert check_allreduce(torch, reduced, 2).first_bad_index == 4499
+
+
+# --- the sweep -------------------------------------------------------------------------------
+
+
+def test_message_sizes_double_up_to_the_maximum():
+    assert message_sizes(MIB, 8 * MIB) == [MIB, 2 * MIB, 4 * MIB, 8 * MIB]
+    assert message_sizes(64 * 1024, 4 * MIB, 4) == [64 * 1024, 256 * 1024, MIB, 4 * MIB]
+    with pytest.raises(ValueError):
+        message_sizes(8 * MIB, MIB)
+
+
+@pytest.mark.parametrize(("device", "memory_gib", "expected"), [
+    ("cuda", 140.4, 8 * GIB),   # H200: up to 8 GiB, where the published figure was taken
+    ("cuda", 79.2, 8 * GIB),    # H100 80 GB
+    ("cuda", 39.4, 4 * GIB),    # A100 40 GB
+    ("cuda", 15.8, 1 * GIB),    # V100 16 GB
+    ("cuda", None, 1 * GIB),
+    ("cpu", None, 4 * MIB),
+])
+def test_the_largest_message_fits_the_gpu(device, memory_gib, expected):
+    assert default_max_bytes(device, memory_gib) == expected
+
+
+def test_iterations_aim_at_the_target_time_within_limits():
+    assert iterations_for(0.01, 0.2) == 20
+    assert iterations_for(1.0, 0.2) == 5
+    assert iterations_for(1e-7, 0.2) == 200
+
+
+def test_spec_is_validated_and_the_command_runs_our_module(tmp_path):
+    spec = AllReduceSpec(gpus_per_node=4)
+    command = interconnect.interconnect_command(spec, tmp_path, "rid")
+    assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--nproc-per-node=4" in command and command[command.index("-m", 3) + 1] == "harness.interconnect"
+    assert command[command.index("--max-bytes") + 1] == str(8 * GIB)
+    with pytest.raises(ValueError, match="device"):
+        AllReduceSpec(gpus_per_node=2, device="tpu")
+    with pytest.raises(ValueError, match="min_bytes <= max_bytes"):
+        AllReduceSpec(gpus_per_node=2, min_bytes=GIB, max_bytes=MIB)
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+BOUNDS = InterconnectBounds(min_allreduce_busbw_gbps={4: 326.0, 8: 330.0}, source="cited x 0.90")
+
+
+def _run(gpus=4, busbw=355.0, correct=True, status="ok", **changes) -> AllReduceRun:
+    rows = [{"size_bytes": size, "busbw_gbps": busbw * size / (8 * GIB), "algbw_gbps": 1.0, "time_us": 1.0,
+             "correct": True, "mismatches": 0} for size in (MIB, GIB)]
+    rows.append({"size_bytes": 8 * GIB, "busbw_gbps": busbw, "algbw_gbps": 1.0, "time_us": 1.0, "correct": correct,
+                 "mismatches": 0 if correct else 17, "rank0_check": None if correct else "17 elements differ"})
+    return AllReduceRun(gpus=gpus, run_id="r", status=status, rows=rows, **changes)
+
+
+def _by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def test_busbw_at_the_largest_message_is_held_against_the_bound_for_its_gpu_count():
+    checks = _by_name(allreduce_checks(_run(busbw=355.0), BOUNDS, missing_note="n/a"))
+    bandwidth = checks["all-reduce bus bandwidth at 8 GiB"]
+    assert bandwidth.passed is True and bandwidth.measured == 355.0 and bandwidth.bound == 326.0
+    slow = _by_name(allreduce_checks(_run(busbw=300.0), BOUNDS, missing_note="n/a"))["all-reduce bus bandwidth at 8 GiB"]
+    assert slow.passed is False
+    assert slow.describe("h200, all-reduce, 4 GPUs") == ("all-reduce bus bandwidth at 8 GiB 300.0 GB/s < 326.0 GB/s "
+                                                         "(h200, all-reduce, 4 GPUs)")
+    assert checks["all-reduce results correct"].passed is True
+
+
+def test_a_gpu_count_without_a_bound_is_measured_not_passed():
+    check = _by_name(allreduce_checks(_run(gpus=2), BOUNDS, missing_note="n/a"))["all-reduce bus bandwidth at 8 GiB"]
+    assert check.passed is None and check.measured == 355.0 and "no bound for 2 GPUs" in check.note
+    no_section = _by_name(allreduce_checks(_run(), None, missing_note="n/a"))["all-reduce bus bandwidth at 8 GiB"]
+    assert no_section.passed is None and "no [interconnect] section" in no_section.note
+
+
+def test_a_wrong_sum_fails_whatever_the_speed():
+    checks = allreduce_checks(_run(busbw=999.0, correct=False, status="invalid"), BOUNDS, missing_note="n/a")
+    assert [c.name for c in checks] == ["all-reduce sweep completed", "all-reduce results correct"]
+    assert checks[1].passed is False and "8 GiB: 17 wrong elements over all ranks (17 elements differ)" in checks[1].note
+
+
+def test_a_failed_sweep_is_one_failed_check_with_the_reason():
+    checks = allreduce_checks(AllReduceRun(gpus=4, run_id="r", status="timeout", failure="rank 2 ... hung"), BOUNDS,
+                              missing_note="n/a")
+    assert len(checks) == 1 and checks[0].passed is False and checks[0].note == "rank 2 ... hung"
+
+
+def test_throttling_or_ecc_during_the_sweep_fails_it(tmp_path):
+    nvml = FakeNvml([FakeGpu(uuid=UUIDS[i]) for i in range(4)])
+
+    def during(i):
+        nvml.gpus[3].ecc_uncorrected = 1 if i > 2 else 0
+
+    run = _run(telemetry=drive(nvml, tmp_path, gpus=4, during=during))
+    ecc = _by_name(allreduce_checks(run, BOUNDS, missing_note="n/a"))["no new ECC errors"]
+    assert ecc.passed is False and f"GPU 3 ({UUIDS[3]}): 0 new corrected, 1 new uncorrected" in ecc.note
+
+
+# --- topology --------------------------------------------------------------------------------
+
+
+def _gpus(count):
+    return [GpuInfo(index=i, name="NVIDIA H200", uuid=UUIDS[i], memory_total_gib=140.4, pci_bus_id=f"0000:{i}:00.0")
+            for i in range(count)]
+
+
+H200_TOPOLOGY = TopologyBounds(nvlinks_per_gpu=18, p2p_all_pairs=True, pcie_generation=5, pcie_width=16,
+                               source="HGX H200")
+
+
+def test_topology_is_read_from_nvml_links_pairs_and_pcie():
+    nvml = FakeNvml([FakeGpu(uuid=UUIDS[i], pcie_gen=1) for i in range(4)])  # idle links downtrain
+    nvml.gpus[2].nvlinks = 16
+    nvml.p2p[(1, 3)] = pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED
+    topology = read_topology(_gpus(4), nvml)
+    assert [g["nvlinks_active"] for g in topology["gpus"]] == [18, 18, 16, 18]
+    assert topology["gpus"][0]["nvlinks_reported"] == 18
+    assert (topology["gpus"][0]["pcie_gen_idle"], topology["gpus"][0]["pcie_gen_max"]) == (1, 5)
+    assert topology["p2p_read"]["0-1"] == "ok" and topology["p2p_read"]["1-3"] == "ioh topology not supported"
+    assert len(topology["p2p_read"]) == 6
+    assert nvml.calls[0] == "nvmlInit" and nvml.calls[-1] == "nvmlShutdown"
+
+
+def test_each_topology_miss_names_the_gpu_or_the_pair(tmp_path):
+    nvml = FakeNvml([FakeGpu(uuid=UUIDS[i]) for i in range(4)])
+    nvml.gpus[2].nvlinks = 16
+    nvml.p2p[(1, 3)] = pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED
+    topology = read_topology(_gpus(4), nvml)
+    loaded_nvml = FakeNvml([FakeGpu(uuid=UUIDS[i]) for i in range(4)])
+    loaded_nvml.gpus[0].pcie_width = 8
+    loaded = pcie_under_load(drive(loaded_nvml, tmp_path, gpus=4))
+    checks = _by_name(topology_checks(topology, H200_TOPOLOGY, loaded, load_note="n/a"))
+    links = checks["NVLink links up per GPU"]
+    assert links.passed is False and links.measured == 16 and links.note == f"GPU 2 ({UUIDS[2]}): 16 up"
+    p2p = checks["peer-to-peer access between every GPU pair"]
+    assert p2p.passed is False and p2p.note == f"GPU 1 ({UUIDS[1]}) ↔ GPU 3 ({UUIDS[3]}): ioh topology not supported"
+    assert checks["PCIe link generation under load"].passed is True
+    width = checks["PCIe link width under load"]
+    assert width.passed is False and width.note == f"GPU 0 ({UUIDS[0]}): x8 (the slot allows x16)"
+
+
+def test_pcie_without_a_reading_under_load_is_not_evaluated():
+    topology = read_topology(_gpus(2), FakeNvml([FakeGpu(uuid=UUIDS[i], pcie_gen=1) for i in range(2)]))
+    checks = _by_name(topology_checks(topology, H200_TOPOLOGY, {}, load_note="no PCIe reading under load: CPU"))
+    assert checks["PCIe link generation under load"].passed is None
+    assert checks["PCIe link generation under load"].note == "no PCIe reading under load: CPU"
+    assert checks["NVLink links up per GPU"].passed is True
+
+
+def test_a_gpu_without_nvlink_fails_an_nvlink_profile():
+    topology = read_topology(_gpus(2), FakeNvml([FakeGpu(uuid=UUIDS[0]),
+                                                 FakeGpu(uuid=UUIDS[1], unsupported={"nvmlDeviceGetNvLinkState"})]))
+    check = _by_name(topology_checks(topology, H200_TOPOLOGY, {}, load_note="n/a"))["NVLink links up per GPU"]
+    assert check.passed is False and f"GPU 1 ({UUIDS[1]}) (Not Supported)" in check.note
+
+
+# --- the acceptance test through the plugin (fake sweep) -------------------------------------
+
+PROFILE = """
+schema_version = 1
+[hardware]
+name = "cpu-test"
+description = "test CPU profile"
+device = "cpu"
+[run]
+warmup_seconds = 1
+measure_seconds = 1
+timeout_seconds = 60
+[defaults]
+gpu_counts = [1, 2, 64]
+models = ["tiny_bert"]
+precisions = ["bf16"]
+source = "test"
+[models.tiny_bert.bf16]
+batch_size_per_gpu = 4
+source = "test bounds"
+[interconnect]
+min_allreduce_busbw_gbps = {{ 2 = {bound} }}
+source = "test busbw"
+"""
+
+
+class FakeSweep:
+    def __init__(self, busbw: float):
+        self.busbw = busbw
+        self.specs = []
+
+    def __call__(self, spec, run_dir, *, run_id):
+        self.specs.append(spec)
+        rows = [{"size_bytes": size, "busbw_gbps": self.busbw, "algbw_gbps": self.busbw, "time_us": 10.0,
+                 "correct": True, "mismatches": 0} for size in message_sizes(spec.min_bytes, spec.max_bytes, spec.factor)]
+        return AllReduceRun(gpus=spec.world_size, run_id=run_id, status="ok", rows=rows,
+                            telemetry={"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"})
+
+
+@pytest.fixture
+def interconnect_suite(pytester, monkeypatch, tmp_path):
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    pytester.makeini("[pytest]\nharness_acceptance = true\n")
+    pytester.makepyfile(test_accept_interconnect=(REPO / "acceptance" / "test_interconnect.py").read_text())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+    def run(busbw: float, bound: float | None, *args):
+        sweep = FakeSweep(busbw)
+        monkeypatch.setattr("harness.interconnect.run_allreduce", sweep)
+        profile = PROFILE.format(bound=bound)
+        if bound is None:
+            profile = profile[:profile.index("[interconnect]")]
+        (thresholds / "cpu-test.toml").write_text(profile)
+        result = pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-rs", *args)
+        return result, sweep
+
+    return run
+
+
+def test_allreduce_cases_come_from_the_gpu_counts_and_pass_against_the_bound(interconnect_suite, pytester):
+    result, sweep = interconnect_suite(0.8, 0.1, "-v")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*test_allreduce_bus_bandwidth?2gpu? PASSED*", "*needs 64 CPU cores*",
+                                 "*no GPU topology on a CPU run*"])
+    assert [(s.world_size, s.device, s.max_bytes) for s in sweep.specs] == [(2, "cpu", 4 * MIB)]
+    report = json.loads((pytester.path / "reports" / "latest" / "report.json").read_text())
+    rows = report["harness"]["interconnect"]["allreduce"]
+    assert rows[-1] == {"gpus": 2, "size_bytes": 4 * MIB, "busbw_gbps": 0.8, "algbw_gbps": 0.8, "time_us": 10.0,
+                        "correct": True}
+    test = next(t for t in report["tests"] if "2gpu" in t["nodeid"])
+    assert {c["name"]: c["passed"] for c in test["metadata"]["harness"]["checks"]}["all-reduce bus bandwidth at 4 MiB"]
+    html = (pytester.path / "reports" / "latest" / "report.html").read_text()
+    assert "all-reduce bus bandwidth (GB/s)" in html and "2 GPUs bound" in html
+
+
+def test_a_slow_interconnect_fails_with_measured_vs_bound(interconnect_suite):
+    result, _ = interconnect_suite(0.05, 0.1)
+    result.assert_outcomes(failed=1, skipped=2)
+    result.stdout.fnmatch_lines(["*all-reduce bus bandwidth at 4 MiB 0.050 GB/s < 0.100 GB/s (cpu-test, all-reduce, 2 ranks)*"])
+
+
+def test_a_profile_without_an_interconnect_section_runs_no_sweep(interconnect_suite):
+    result, sweep = interconnect_suite(0.8, None)
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*profile cpu-test has no ?interconnect? section*"])
+    assert sweep.specs == []
+
+
+# --- a real sweep on two gloo ranks ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_real_gloo_sweep_measures_checks_and_cleans_up(tmp_path, assert_no_process_left):
+    spec = AllReduceSpec(gpus_per_node=2, device="cpu", min_bytes=64 * 1024, max_bytes=1 * MIB, factor=4,
+                         target_seconds=0.05, timeout_s=120)
+    run = interconnect.run_allreduce(spec, tmp_path / "run", run_id="allreduce-gloo-test")
+    assert_no_process_left("allreduce-gloo-test")
+    assert run.status == "ok", run.failure
+    assert [r["size_bytes"] for r in run.rows] == [64 * 1024, 256 * 1024, MIB]
+    assert all(r["correct"] and r["mismatches"] == 0 for r in run.rows)
+    for row in run.rows:
+        algbw, busbw = bus_bandwidth_gbps(row["size_bytes"], row["time_us"] / 1e6, 2)
+        assert row["busbw_gbps"] == pytest.approx(busbw) and busbw > 0
+        assert row["slowest_time_us"] >= row["time_us"] * 0.999
+    assert run.result["backend"] == "gloo" and len(run.result["ranks"]) == 2
+    assert run.telemetry == {"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample", "period_s": 0.1}
+    checks = _by_name(allreduce_checks(run, InterconnectBounds(min_allreduce_busbw_gbps={2: 0.001}, source="t"),
+                                       missing_note="n/a"))
+    assert checks["all-reduce bus bandwidth at 1 MiB"].passed is True
+    assert checks["no new ECC errors"].passed is None
+    phases = [json.loads(p.read_text())["phase"] for p in (tmp_path / "run").glob("rank*.phase")]
+    assert phases == ["done", "done"]
+
