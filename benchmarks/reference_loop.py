@@ -7,8 +7,10 @@ one torchrun launch, one after the other, to keep process start-up out of the ya
     torchrun --standalone --nproc-per-node=4 benchmarks/reference_loop.py \
         --configs resnet50:bf16:256 vit_b_16:fp16:256 --seconds 5 --output ref-4gpu.json
 
-It uses the same model builders and the same training recipe as the worker (harness/recipe.py;
-channels_last for CNNs, cudnn.benchmark), so the only difference left is the measuring.
+It uses the same model builders and the same recipe pieces as the worker (harness/recipe.py:
+optimizer, scaler, autocast; channels_last for CNNs, cudnn.benchmark), so the only difference left is
+the measuring. Its step loop is written out here on purpose, not taken from recipe.TrainStep: a
+yardstick should not share the code it measures.
 """
 
 from __future__ import annotations

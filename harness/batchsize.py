@@ -301,7 +301,6 @@ def run_probe_steps(*, model: str, precision: str, batch_size: int, device_kind:
 
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
     from harness import recipe
     from harness.models import get_model
@@ -321,22 +320,10 @@ def run_probe_steps(*, model: str, precision: str, batch_size: int, device_kind:
         else:
             device = torch.device("cpu")
             dist.init_process_group("gloo", store=dist.FileStore(str(store_path), 1), rank=0, world_size=1)
-        network = spec.build().to(device)
-        if spec.channels_last:
-            network = network.to(memory_format=torch.channels_last)
-        ddp = DistributedDataParallel(network, device_ids=[0] if device.type == "cuda" else None,
-                                      gradient_as_bucket_view=True)
-        optimizer = recipe.make_optimizer(ddp.parameters(), precision)
-        scaler = recipe.make_scaler(precision, device)
-        amp_dtype = recipe.autocast_dtype(precision)
-        inputs, targets = spec.synthetic_batch(batch_size, device)
+        ddp = recipe.build_ddp(spec, device)
+        step = recipe.TrainStep(ddp, ddp.parameters(), spec, precision, device, batch_size)
         for _ in range(steps):
-            with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-                loss = spec.loss(ddp(inputs), targets)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
+            step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
             total = torch.cuda.get_device_properties(device).total_memory / GIB_BYTES

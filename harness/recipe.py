@@ -39,3 +39,52 @@ def describe(precision: str) -> str:
     kind = "foreach" if precision == "fp16" else "fused"
     scaler = ", GradScaler" if precision == "fp16" else ""
     return f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM}, {kind}){scaler}"
+
+
+def build_ddp(spec, device: torch.device):
+    """The model of ``spec`` on ``device`` (channels_last for CNNs), wrapped in DDP.
+
+    The process group must exist. Gradients alias DDP's all-reduce buckets
+    (``gradient_as_bucket_view``): one copy fewer per step, as large jobs run.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = spec.build().to(device)
+    if spec.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                   gradient_as_bucket_view=True)
+
+
+class TrainStep:
+    """One training step of the recipe on a fixed synthetic batch: autocast forward, (scaled)
+    backward, optimizer step. No host sync of its own (but fp16's GradScaler skip check).
+
+    ``model`` is what runs the forward (the DDP module, or torch.compile of it); ``parameters``
+    are the DDP module's.
+    """
+
+    def __init__(self, model, parameters, spec, precision: str, device: torch.device, batch_size: int):
+        self.model = model
+        self.spec = spec
+        self.optimizer = make_optimizer(parameters, precision)
+        self.scaler = make_scaler(precision, device)
+        self.amp_dtype = autocast_dtype(precision)
+        self.device_type = device.type
+        self.inputs, self.targets = spec.synthetic_batch(batch_size, device)
+
+    def forward_backward(self, poison: bool = False) -> torch.Tensor:
+        """Forward and backward only (the straggler probe runs this under DDP's no_sync)."""
+        with torch.autocast(self.device_type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None):
+            loss = self.spec.loss(self.model(self.inputs), self.targets)
+        if poison:
+            loss = loss * float("nan")  # fault injection (harness/faults.py): the sanity check must catch it
+        self.scaler.scale(loss).backward()
+        return loss.detach()
+
+    def __call__(self, poison: bool = False) -> torch.Tensor:
+        loss = self.forward_backward(poison)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss

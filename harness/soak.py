@@ -100,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def soak(args: argparse.Namespace, *, rank: int, local_rank: int, world_size: int, phase) -> None:
     import torch
-    from torch.nn.parallel import DistributedDataParallel
 
     from harness import recipe
     from harness.interconnect import init_distributed
@@ -113,24 +112,9 @@ def soak(args: argparse.Namespace, *, rank: int, local_rank: int, world_size: in
         torch.backends.cudnn.benchmark = True
     spec = get_model(args.model)
     torch.manual_seed(1234 + rank)
-    model = spec.build().to(device)
-    if spec.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None, gradient_as_bucket_view=True)
-    optimizer = recipe.make_optimizer(ddp.parameters(), args.precision)
-    amp_dtype = recipe.autocast_dtype(args.precision)
-    scaler = recipe.make_scaler(args.precision, device)
-    inputs, targets = spec.synthetic_batch(args.batch_size_per_gpu, device)
+    ddp = recipe.build_ddp(spec, device)
+    step = recipe.TrainStep(ddp, ddp.parameters(), spec, args.precision, device, args.batch_size_per_gpu)
     loss_sum = torch.zeros((), device=device, dtype=torch.float32)
-
-    def step() -> torch.Tensor:
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            loss = spec.loss(ddp(inputs), targets)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
 
     def sync() -> None:
         if cuda:

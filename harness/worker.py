@@ -194,7 +194,6 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     t_start = time.time()
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
     from harness import faults, recipe
     from harness.models import get_model
@@ -231,28 +230,10 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     t_initialised = time.time()
 
     torch.manual_seed(1234 + rank)
-    model = spec.build().to(device)
-    if spec.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    ddp = DistributedDataParallel(
-        model, device_ids=[local_rank] if device.type == "cuda" else None,
-        # Gradients alias the all-reduce buckets: one copy fewer per step, as large jobs run.
-        gradient_as_bucket_view=True,
-    )
-    train_model = torch.compile(ddp) if args.compile else ddp
-    optimizer = recipe.make_optimizer(ddp.parameters(), args.precision)
-    amp_dtype = recipe.autocast_dtype(args.precision)
-    scaler = recipe.make_scaler(args.precision, device)
-    inputs, targets = spec.synthetic_batch(args.batch_size_per_gpu, device)
+    ddp = recipe.build_ddp(spec, device)
+    step_fn = recipe.TrainStep(torch.compile(ddp) if args.compile else ddp, ddp.parameters(), spec, args.precision,
+                               device, args.batch_size_per_gpu)
     loss_sum = torch.zeros((), device=device, dtype=torch.float32)
-
-    def forward_backward(poison: bool) -> torch.Tensor:
-        with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-            loss = spec.loss(train_model(inputs), targets)
-        if poison:
-            loss = loss * float("nan")
-        scaler.scale(loss).backward()
-        return loss.detach()
 
     def train_step(phase_name: str, step: int) -> torch.Tensor:
         poison = False
@@ -261,11 +242,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
                 poison = True
             else:
                 faults.trigger(fault)
-        loss = forward_backward(poison)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        return loss
+        return step_fn(poison)
 
     def sync() -> None:
         if device.type == "cuda":
@@ -291,7 +268,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     compute_step_ms = None
     if world_size > 1 and not args.compile and args.compute_probe_steps > 0:
         phase.write("probe", expected_s=args.compute_probe_steps * block_ms / 1000.0)
-        compute_step_ms = _compute_probe(args.compute_probe_steps, ddp, forward_backward, optimizer, sync, device)
+        compute_step_ms = _compute_probe(args.compute_probe_steps, ddp, step_fn, sync, device)
     t_probed = time.time()
 
     # --- measured window: all ranks run the same number of steps, derived from the slowest estimate.
@@ -454,7 +431,7 @@ def _measure_adaptively(args: WorkerArgs, run_steps, estimated_step_s: float, al
             return step_times_ms, block_steps, reason or "max time"
 
 
-def _compute_probe(steps: int, ddp, forward_backward, optimizer, sync, device) -> float:
+def _compute_probe(steps: int, ddp, step_fn, sync, device) -> float:
     import torch
 
     sync()
@@ -464,14 +441,14 @@ def _compute_probe(steps: int, ddp, forward_backward, optimizer, sync, device) -
     host_start = time.perf_counter()
     with ddp.no_sync():
         for _ in range(steps):
-            forward_backward(False)
+            step_fn.forward_backward()
     if device.type == "cuda":
         end.record()
         end.synchronize()
         elapsed_ms = start.elapsed_time(end)
     else:
         elapsed_ms = (time.perf_counter() - host_start) * 1000.0
-    optimizer.zero_grad(set_to_none=True)  # the probe's gradients were never synchronised: drop them
+    step_fn.optimizer.zero_grad(set_to_none=True)  # the probe's gradients were never synchronised: drop them
     return elapsed_ms / steps
 
 
