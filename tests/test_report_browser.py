@@ -45,8 +45,8 @@ def test_the_page_loads_without_console_errors(built: Path):
     assert 'id="thresholds"' in dom  # the whole document was parsed, not a prefix
 
 
-def test_a_screenshot_is_written(built: Path, tmp_path: Path):
-    png = tmp_path / "shot.png"
+def test_a_screenshot_is_written(built: Path):
+    png = built.parent / "report.png"  # saved under the run directory, beside report.html
     report.screenshot(built, png)
     data = png.read_bytes()
     assert data[:8] == PNG_MAGIC and len(data) > 10_000
