@@ -253,12 +253,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def rank_main(label: str, body, args: argparse.Namespace) -> int:
+    """Run ``body(args, rank=, local_rank=, world_size=, phase=)`` on this torchrun rank.
+
+    Every way out leaves a reason behind (rank<R>.failure.json) for the launcher; the all-reduce
+    sweep and the soak share this.
+    """
     rank, local_rank, world_size, phase = start_rank(args.run_dir)
-    print(f"[harness interconnect] rank {rank}/{world_size} host {socket.gethostname()} pid {os.getpid()}", flush=True)
+    print(f"[harness {label}] rank {rank}/{world_size} host {socket.gethostname()} pid {os.getpid()}", flush=True)
     try:
-        sweep(args, rank=rank, local_rank=local_rank, world_size=world_size, phase=phase)
+        body(args, rank=rank, local_rank=local_rank, world_size=world_size, phase=phase)
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a reason behind
         import traceback
 
@@ -267,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     phase.write("done")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return rank_main("interconnect", sweep, parse_args(argv))
 
 
 def sweep(args: argparse.Namespace, *, rank: int, local_rank: int, world_size: int, phase: RankPhase) -> None:

@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -81,21 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.interconnect import start_rank, write_rank_failure
+    from harness.interconnect import rank_main
 
-    args = parse_args(argv)
-    rank, local_rank, world_size, phase = start_rank(args.run_dir)
-    print(f"[harness soak] rank {rank}/{world_size} host {socket.gethostname()} pid {os.getpid()}", flush=True)
-    try:
-        soak(args, rank=rank, local_rank=local_rank, world_size=world_size, phase=phase)
-    except BaseException as exc:  # noqa: BLE001 - every way out must leave a reason behind
-        import traceback
-
-        traceback.print_exc()
-        write_rank_failure(args.run_dir, rank, f"{type(exc).__name__}: {exc}", phase.name)
-        return 1
-    phase.write("done")
-    return 0
+    return rank_main("soak", soak, parse_args(argv))
 
 
 def soak(args: argparse.Namespace, *, rank: int, local_rank: int, world_size: int, phase) -> None:
