@@ -59,3 +59,16 @@ def test_console_errors_are_caught(tmp_path: Path):
                     '<script>console.error("boom"); null.f();</script></body></html>')
     _, errors = report.load_in_chromium(page)
     assert any("boom" in line for line in errors) and any("Uncaught TypeError" in line for line in errors)
+
+
+def test_a_page_full_of_hostile_strings_still_loads_cleanly(tmp_path: Path):
+    """HTML, control characters and a 100,000-character line in every input: escaped, cut, valid."""
+    from test_report import _poison
+
+    run = tmp_path / "hostile"
+    shutil.copytree(EXAMPLES["h200x4"], run)
+    _poison(run)
+    dom, errors = report.load_in_chromium(report.write_report(run))
+    assert errors == []
+    assert "<script>alert(1)" not in dom  # not even as an element the parser built
+    assert 'id="thresholds"' in dom
