@@ -376,15 +376,10 @@ class AllReduceSpec:
     telemetry_period_s: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.device not in ("cuda", "cpu"):
-            raise ValueError(f"device {self.device!r} is unknown; use cuda or cpu")
-        if self.gpus_per_node < 1 or self.nodes < 1:
-            raise ValueError(f"gpus_per_node and nodes must be >= 1, got {self.gpus_per_node}, {self.nodes}")
+        from harness.launch import check_launch_fields
+
+        check_launch_fields(self, positive_seconds=("target_seconds", "timeout_s"))
         message_sizes(self.min_bytes, self.max_bytes, self.factor)  # raises ValueError naming the values
-        for name in ("target_seconds", "timeout_s", "setup_timeout_s", "stall_factor", "stall_floor_s",
-                     "telemetry_period_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
 
     @property
     def world_size(self) -> int:

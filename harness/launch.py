@@ -26,6 +26,28 @@ LOG_TAIL_LINES = 40
 KILL_GRACE_S = 5.0
 
 
+def check_model_and_precision(model: str, precision: str) -> None:
+    from harness.models import MODELS, PRECISIONS
+
+    if model not in MODELS:
+        raise ValueError(f"model {model!r} is unknown; known models: {', '.join(MODELS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is unknown; use one of {', '.join(PRECISIONS)}")
+
+
+def check_launch_fields(spec, *, at_least_one: tuple[str, ...] = (), positive_seconds: tuple[str, ...] = ()) -> None:
+    """The fields every torchrun launch has (device, gpus_per_node, nodes, the stall and setup bounds,
+    the telemetry period), plus the caller's own: one ValueError naming the field and its value."""
+    if spec.device not in ("cuda", "cpu"):
+        raise ValueError(f"device {spec.device!r} is unknown; use cuda or cpu")
+    for name in ("gpus_per_node", "nodes", *at_least_one):
+        if getattr(spec, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(spec, name)}")
+    for name in ("stall_factor", "stall_floor_s", "setup_timeout_s", "telemetry_period_s", *positive_seconds):
+        if not getattr(spec, name) > 0:
+            raise ValueError(f"{name} must be > 0 seconds, got {getattr(spec, name)}")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BenchmarkSpec:
     """One benchmark launch: a model × precision × GPU count × scaling mode and how to measure it."""
@@ -63,23 +85,11 @@ class BenchmarkSpec:
     telemetry_period_s: float = 0.1
 
     def __post_init__(self) -> None:
-        from harness.models import MODELS, PRECISIONS
-
-        if self.model not in MODELS:
-            raise ValueError(f"model {self.model!r} is unknown; known models: {', '.join(MODELS)}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision {self.precision!r} is unknown; use one of {', '.join(PRECISIONS)}")
+        check_model_and_precision(self.model, self.precision)
         if self.scaling not in ("weak", "strong"):
             raise ValueError(f"scaling {self.scaling!r} is unknown; use weak or strong")
-        if self.device not in ("cuda", "cpu"):
-            raise ValueError(f"device {self.device!r} is unknown; use cuda or cpu")
-        for name in ("gpus_per_node", "nodes", "min_warmup_steps", "min_measure_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_seconds", "measure_seconds", "timeout_s", "stall_factor", "stall_floor_s",
-                     "setup_timeout_s", "telemetry_period_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        check_launch_fields(self, at_least_one=("min_warmup_steps", "min_measure_steps"),
+                            positive_seconds=("warmup_seconds", "measure_seconds", "timeout_s"))
         if self.scaling == "weak":
             if self.batch_size_per_gpu is None or self.batch_size_per_gpu < 1:
                 raise ValueError(f"weak scaling needs a batch size per GPU >= 1, got {self.batch_size_per_gpu}")

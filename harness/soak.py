@@ -186,20 +186,11 @@ class SoakSpec:
     telemetry_period_s: float = 0.1
 
     def __post_init__(self) -> None:
-        from harness.models import MODELS, PRECISIONS
+        from harness.launch import check_launch_fields, check_model_and_precision
 
-        if self.model not in MODELS:
-            raise ValueError(f"model {self.model!r} is unknown; known models: {', '.join(MODELS)}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision {self.precision!r} is unknown; use one of {', '.join(PRECISIONS)}")
-        if self.device not in ("cuda", "cpu"):
-            raise ValueError(f"device {self.device!r} is unknown; use cuda or cpu")
-        if self.batch_size_per_gpu < 1 or self.gpus_per_node < 1:
-            raise ValueError(f"batch_size_per_gpu and gpus_per_node must be >= 1, got "
-                             f"{self.batch_size_per_gpu}, {self.gpus_per_node}")
-        for name in ("duration_s", "warmup_seconds", "setup_timeout_s", "telemetry_period_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        check_model_and_precision(self.model, self.precision)
+        check_launch_fields(self, at_least_one=("batch_size_per_gpu",),
+                            positive_seconds=("duration_s", "warmup_seconds"))
 
     @property
     def window(self) -> float:

@@ -12,9 +12,6 @@ import pynvml
 import pytest
 import torch
 
-# Imported here, before pytester snapshots sys.modules: torch cannot be imported twice in a process.
-import harness.hardware  # noqa: F401
-import harness.launch  # noqa: F401
 from harness import interconnect
 from harness.hardware import GpuInfo
 from harness.interconnect import (

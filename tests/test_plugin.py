@@ -6,10 +6,6 @@ from pathlib import Path
 
 import pytest
 
-# Imported here, before pytester snapshots sys.modules: torch cannot be imported twice in a process.
-import harness.hardware  # noqa: F401
-import harness.launch  # noqa: F401
-import harness.verdict  # noqa: F401
 from harness.records import RunRecord, StepTimeStats
 
 pytest_plugins = ["pytester"]

@@ -8,9 +8,6 @@ from pathlib import Path
 
 import pytest
 
-# Imported here, before pytester snapshots sys.modules: torch cannot be imported twice in a process.
-import harness.hardware  # noqa: F401
-import harness.launch  # noqa: F401
 from harness.soak import SoakRun, SoakSpec, parse_duration, soak_checks, throughput_decay, window_seconds
 from harness.thresholds import CaseBounds, SoakBounds
 from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
