@@ -224,7 +224,8 @@ def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = No
         from harness.records import read_record
 
         record = read_record(record_path)
-        return dataclasses.replace(_with_launch_time(record, outcome.elapsed_s), telemetry=outcome.telemetry)
+        return dataclasses.replace(record, phases_s={**record.phases_s, "launch_total": outcome.elapsed_s},
+                                   telemetry=outcome.telemetry)
     record = failure_record(spec, run_id, run_dir, returncode=outcome.returncode, stall=outcome.stall,
                             elapsed_s=outcome.elapsed_s, phases=outcome.phases)
     record = dataclasses.replace(record, telemetry=outcome.telemetry)
@@ -288,12 +289,6 @@ def supervise(spec, command: list[str], run_dir: Path, run_id: str, *, sampler=N
             kill_run(proc, run_id)
     return LaunchOutcome(returncode=proc.returncode, stall=stall, elapsed_s=time.time() - started, phases=phases,
                          telemetry=telemetry)
-
-
-def _with_launch_time(record: RunRecord, elapsed_s: float) -> RunRecord:
-    import dataclasses
-
-    return dataclasses.replace(record, phases_s={**record.phases_s, "launch_total": elapsed_s})
 
 
 # --- hang detection --------------------------------------------------------------------------
