@@ -526,7 +526,9 @@ def read_topology(gpus: Sequence[Any], nvml: Any = None) -> dict:
             per_gpu.append(entry)
         p2p = {}
         ok = getattr(nvml, "NVML_P2P_STATUS_OK", 0)
-        read = getattr(nvml, "NVML_P2P_CAPS_INDEX_READ", 0)
+        # nvml.h's NVML_P2P_CAPS_INDEX_READ is 0; nvidia-ml-py spells it `= 0,`, a tuple that ctypes
+        # refuses ("Don't know how to convert parameter 3", seen on H200 with nvidia-ml-py 13).
+        read = 0
         for a in gpus:
             for b in gpus:
                 if a.index >= b.index:

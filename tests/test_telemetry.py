@@ -8,6 +8,7 @@ follows the phase files of a real CPU benchmark launch.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import time
 from dataclasses import dataclass, field
@@ -167,7 +168,11 @@ class FakeNvml:
         return pynvml.NVML_FEATURE_ENABLED if link < gpu.nvlinks else pynvml.NVML_FEATURE_DISABLED
 
     def nvmlDeviceGetP2PStatus(self, handle1, handle2, index):
-        assert index == pynvml.NVML_P2P_CAPS_INDEX_READ
+        # The real call hands the index to ctypes, which takes an int and nothing else; nvidia-ml-py
+        # spells this constant `NVML_P2P_CAPS_INDEX_READ = 0,` (a tuple), which failed on a real H200.
+        if type(index) is not int:
+            raise ctypes.ArgumentError(f"argument 3: TypeError: Don't know how to convert parameter 3 ({index!r})")
+        assert index == 0  # NVML_P2P_CAPS_INDEX_READ in nvml.h
         return self.p2p.get((handle1, handle2), pynvml.NVML_P2P_STATUS_OK)
 
 
