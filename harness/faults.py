@@ -7,6 +7,7 @@ A testing aid, inert unless ``HARNESS_FAULT`` is set in the worker's environment
 kind: ``kill`` (SIGKILL to itself), ``crash`` (raise an exception), ``hang`` (SIGSTOP to itself,
 as a wedged process looks from outside), ``nan`` (the loss becomes NaN), ``oom`` (raise the
 framework's out-of-memory error). phase: ``warmup`` or ``measure``; step counts from 0 within it.
+model (optional): only the cases of that model, so one case of a launch of several can fail alone.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ class Fault:
     rank: int
     phase: str
     step: int
+    model: str | None = None
 
-    def due(self, rank: int, phase: str, step: int) -> bool:
-        return rank == self.rank and phase == self.phase and step == self.step
+    def due(self, rank: int, phase: str, step: int, model: str | None = None) -> bool:
+        return (rank == self.rank and phase == self.phase and step == self.step
+                and (self.model is None or model == self.model))
 
 
 def parse_fault(text: str) -> Fault:
@@ -39,9 +42,9 @@ def parse_fault(text: str) -> Fault:
         if not sep:
             raise ValueError(f"{ENV_VAR}={text!r}: expected key=value pairs separated by commas, got {part!r}")
         fields[key.strip()] = value.strip()
-    unknown = set(fields) - {"kind", "rank", "phase", "step"}
+    unknown = set(fields) - {"kind", "rank", "phase", "step", "model"}
     if unknown:
-        raise ValueError(f"{ENV_VAR}={text!r}: unknown keys {sorted(unknown)}; allowed: kind, rank, phase, step")
+        raise ValueError(f"{ENV_VAR}={text!r}: unknown keys {sorted(unknown)}; allowed: kind, rank, phase, step, model")
     kind = fields.get("kind", "")
     if kind not in KINDS:
         raise ValueError(f"{ENV_VAR}={text!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -53,7 +56,7 @@ def parse_fault(text: str) -> Fault:
         step = int(fields.get("step", "0"))
     except ValueError:
         raise ValueError(f"{ENV_VAR}={text!r}: rank and step must be integers") from None
-    return Fault(kind=kind, rank=rank, phase=phase, step=step)
+    return Fault(kind=kind, rank=rank, phase=phase, step=step, model=fields.get("model") or None)
 
 
 def fault_from_env() -> Fault | None:

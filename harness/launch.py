@@ -8,12 +8,14 @@ normal exit: whatever the workers spawned (compile workers, NCCL proxies) goes w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -65,6 +67,14 @@ class BenchmarkSpec:
     device: str = "cuda"
     warmup_seconds: float = 5.0
     measure_seconds: float = 10.0
+    """Fixed window: its length. Adaptive window (ci_target > 0): the least it measures."""
+    ci_target: float = 0.0
+    """Adaptive window: stop once the throughput's 95 % CI half-width is at most this (0.01 = ±1 %),
+    all ranks agreeing, after measure_seconds; 0 = a fixed window of measure_seconds."""
+    max_measure_seconds: float | None = None
+    """Adaptive window: stop here whatever the CI (the worker's default: 6 x measure_seconds + 10)."""
+    ci_block_seconds: float = 0.5
+    """Adaptive window: about this long per block of steps (batch means for the CI)."""
     min_warmup_steps: int = 10
     min_measure_steps: int = 20
     compile: bool = False
@@ -89,7 +99,12 @@ class BenchmarkSpec:
         if self.scaling not in ("weak", "strong"):
             raise ValueError(f"scaling {self.scaling!r} is unknown; use weak or strong")
         check_launch_fields(self, at_least_one=("min_warmup_steps", "min_measure_steps"),
-                            positive_seconds=("warmup_seconds", "measure_seconds", "timeout_s"))
+                            positive_seconds=("warmup_seconds", "measure_seconds", "timeout_s", "ci_block_seconds"))
+        if not 0 <= self.ci_target < 1:
+            raise ValueError(f"ci_target must be a fraction in [0, 1) (0.01 = ±1 %; 0 = fixed window), got {self.ci_target}")
+        if self.max_measure_seconds is not None and not self.max_measure_seconds >= self.measure_seconds:
+            raise ValueError(f"max_measure_seconds ({self.max_measure_seconds}) must be >= measure_seconds "
+                             f"({self.measure_seconds}): it caps the adaptive window that measure_seconds starts")
         if self.scaling == "weak":
             if self.batch_size_per_gpu is None or self.batch_size_per_gpu < 1:
                 raise ValueError(f"weak scaling needs a batch size per GPU >= 1, got {self.batch_size_per_gpu}")
@@ -144,9 +159,13 @@ def torchrun_prefix(gpus_per_node: int, nodes: int = 1, rendezvous: Rendezvous |
 
 
 def torchrun_command(spec: BenchmarkSpec, run_dir: Path, run_id: str, rendezvous: Rendezvous | None = None) -> list[str]:
+    return [*torchrun_prefix(spec.gpus_per_node, spec.nodes, rendezvous), "-m", "harness.worker",
+            *worker_args(spec, run_dir, run_id)]
+
+
+def worker_args(spec: BenchmarkSpec, run_dir: Path, run_id: str) -> list[str]:
+    """harness.worker's arguments for one case (its command line, or one entry of a plan)."""
     return [
-        *torchrun_prefix(spec.gpus_per_node, spec.nodes, rendezvous),
-        "-m", "harness.worker",
         "--model", spec.model, "--precision", spec.precision, "--scaling", spec.scaling,
         "--batch-size-per-gpu", str(spec.per_gpu_batch),
         "--global-batch-size", str(spec.per_gpu_batch * spec.world_size),
@@ -156,6 +175,10 @@ def torchrun_command(spec: BenchmarkSpec, run_dir: Path, run_id: str, rendezvous
         *(["--compile"] if spec.compile else []),
         *(["--peak-tflops", str(spec.peak_tflops)] if spec.peak_tflops else []),
         *(["--sync-each-step"] if spec.sync_each_step else []),
+        *(["--ci-target", str(spec.ci_target), "--ci-block-seconds", str(spec.ci_block_seconds)]
+          if spec.ci_target > 0 else []),
+        *(["--max-measure-seconds", str(spec.max_measure_seconds)]
+          if spec.ci_target > 0 and spec.max_measure_seconds is not None else []),
         "--run-dir", str(run_dir), "--run-id", run_id,
     ]
 
@@ -207,7 +230,6 @@ def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = No
     KeyboardInterrupt/SystemExit still propagate (after the processes are gone), because the user
     or the scheduler asked us to stop.
     """
-    import dataclasses
 
     from harness.telemetry import sampler_for
 
@@ -233,6 +255,137 @@ def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = No
     return record
 
 
+# Everything a launch of several cases must have in common: one torchrun, one environment.
+_SHARED_LAUNCH_FIELDS = ("device", "gpus_per_node", "nodes", "extra_env", "telemetry", "telemetry_period_s",
+                         "stall_factor", "stall_floor_s", "setup_timeout_s")
+
+
+def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_ids: list[str],
+                        launch_dir: Path) -> list[RunRecord]:
+    """Several cases of one GPU layout in one torchrun launch; one record per case, in order.
+
+    What the single launch saves is the process start, imports and process-group init of every
+    case but the first (about 6 s each on H200: docs/measurements.md). What each case keeps is
+    its own: run directory, record, telemetry window (a sampler per case, opened and closed by
+    that case's phase files), time bounds. The first failure ends the launch: that case gets the
+    failure record, the cases before it keep theirs, and the cases after it run again in a new
+    launch, so one bad case costs the others nothing but time.
+    """
+    if not (len(specs) == len(run_dirs) == len(run_ids)) or not specs:
+        raise ValueError("run_benchmark_group needs one run directory and one run id per spec, and at least one spec")
+    if len(specs) == 1:
+        return [run_benchmark(specs[0], run_dirs[0], run_id=run_ids[0])]
+    for name in _SHARED_LAUNCH_FIELDS:
+        values = {repr(getattr(spec, name)) for spec in specs}
+        if len(values) > 1:
+            raise ValueError(f"the cases of one launch must share {name}; got {', '.join(sorted(values))}")
+    if specs[0].nodes > 1:
+        raise ValueError("a launch of several cases runs on one node; launch multi-node cases one at a time")
+    from harness.records import write_json_atomic
+
+    launch_dir = Path(launch_dir)
+    launch_dir.mkdir(parents=True, exist_ok=True)
+    for run_dir in run_dirs:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        for stale in (*Path(run_dir).glob("rank*"), Path(run_dir) / "record.json"):
+            stale.unlink(missing_ok=True)
+    plan = launch_dir / "plan.json"
+    write_json_atomic(plan, json.dumps({"cases": [
+        {"run_id": run_id, "argv": worker_args(spec, Path(run_dir), run_id)}
+        for spec, run_dir, run_id in zip(specs, run_dirs, run_ids)]}, indent=1))
+    launch_id = f"{launch_dir.name}-{os.getpid()}-{int(time.time())}"
+    command = [*torchrun_prefix(specs[0].gpus_per_node), "-m", "harness.worker", "--plan", str(plan)]
+    # The stall rule bounds each case; the whole launch may take what its cases may take together.
+    bounds = dataclasses.replace(specs[0], timeout_s=sum(spec.timeout_s for spec in specs))
+    samplers = CaseSamplers([Path(d) for d in run_dirs], specs[0])
+    outcome = supervise(bounds, command, launch_dir, launch_id, sampler=samplers)
+
+    def case_telemetry(run_dir: Path) -> dict:
+        from harness.telemetry import unavailable
+
+        return (outcome.telemetry or {}).get(str(run_dir)) or unavailable(
+            "the launch ended before this case began", period_s=specs[0].telemetry_period_s)
+
+    records: list[RunRecord] = []
+    previous_end = outcome.started
+    for index, (spec, run_dir, run_id) in enumerate(zip(specs, run_dirs, run_ids)):
+        run_dir = Path(run_dir)
+        record_path = run_dir / "record.json"
+        ended = _case_end(run_dir)
+        if record_path.exists() and ended is not None:
+            from harness.records import read_record
+
+            record = read_record(record_path)
+            record = dataclasses.replace(record, telemetry=case_telemetry(run_dir),
+                                         phases_s={**record.phases_s, "launch_total": ended - previous_end})
+            write_record(record_path, record)
+            records.append(record)
+            previous_end = ended
+            continue
+        # This case was running when the launch ended: the launch's failure is its failure.
+        returncode = outcome.returncode if outcome.returncode not in (0, None) or outcome.stall else 1
+        record = failure_record(spec, run_id, launch_dir, returncode=returncode, stall=outcome.stall,
+                                elapsed_s=time.time() - previous_end if outcome.stall is None else outcome.elapsed_s,
+                                phases=outcome.phases)
+        record = dataclasses.replace(record, telemetry=case_telemetry(run_dir))
+        write_record(record_path, record)
+        records.append(record)
+        rest = index + 1
+        if rest < len(specs):
+            records += run_benchmark_group(specs[rest:], run_dirs[rest:], run_ids[rest:],
+                                           launch_dir.with_name(f"{launch_dir.name}-from-{rest}"))
+        break
+    return records
+
+
+def _case_end(run_dir: Path) -> float | None:
+    """When rank 0 finished this case (its phase file says done), or None."""
+    info = read_phases(run_dir).get(0)
+    return float(info["since"]) if info and info.get("phase") == "done" and "since" in info else None
+
+
+class CaseSamplers:
+    """One telemetry sampler per case of a plan launch, each started when its case begins.
+
+    A sampler polls its own case directory, so it opens and closes on that case's measured window
+    only; starting them lazily keeps one sampling thread busy at a time.
+    """
+
+    def __init__(self, run_dirs: list[Path], spec: BenchmarkSpec, *, factory=None, poll_s: float = 0.2):
+        from harness.telemetry import sampler_for
+
+        self.run_dirs = run_dirs
+        self._factory = factory or (lambda run_dir: sampler_for(spec.device, run_dir, enabled=spec.telemetry,
+                                                                period_s=spec.telemetry_period_s))
+        self._started: dict[Path, object] = {}
+        self._poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "CaseSamplers":
+        self._thread = threading.Thread(target=self._watch, name="harness-case-samplers", daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            self._stop.wait(self._poll_s)
+
+    def poll(self) -> None:
+        for run_dir in self.run_dirs:
+            if run_dir not in self._started and any(run_dir.glob("rank*.phase")):
+                self._started[run_dir] = self._factory(run_dir).start()
+
+    def stop(self) -> dict[str, dict]:
+        """Every case's telemetry summary, keyed by its run directory (str)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+        self.poll()  # a case that began in the last moments still says why it has no samples
+        return {str(run_dir): sampler.stop() for run_dir, sampler in self._started.items()}
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LaunchOutcome:
     """How one torchrun launch ended, whatever it ran."""
@@ -245,6 +398,8 @@ class LaunchOutcome:
     """Each rank's last phase file, read before the processes were killed."""
     telemetry: dict | None = None
     """The sampler's summary, when one ran beside the launch."""
+    started: float = 0.0
+    """time.time() when the launch began."""
 
 
 def supervise(spec, command: list[str], run_dir: Path, run_id: str, *, sampler=None) -> LaunchOutcome:
@@ -288,7 +443,7 @@ def supervise(spec, command: list[str], run_dir: Path, run_id: str, *, sampler=N
                 telemetry = sampler.stop()
             kill_run(proc, run_id)
     return LaunchOutcome(returncode=proc.returncode, stall=stall, elapsed_s=time.time() - started, phases=phases,
-                         telemetry=telemetry)
+                         telemetry=telemetry, started=started)
 
 
 # --- hang detection --------------------------------------------------------------------------

@@ -9,6 +9,13 @@ Files in the run directory (the launcher reads them):
   rank<R>.phase         the phase this rank is in, for "timed out in phase ..." verdicts
   rank<R>.failure.json  why this rank gave up, when it could say so (OOM, NaN, bad input)
   record.json           the run record, written atomically by rank 0
+
+``--plan PLAN.json`` runs several cases of one GPU count in one launch (harness.launch.
+run_benchmark_group): the process start, imports and process-group init are paid once. The
+launch directory (PLAN.json's) holds the logs and the phase files the launcher watches; each
+case's own directory gets its record, a copy of its phase files (the telemetry sampler opens and
+closes its window on them) and, on failure, the failure files. The first failure ends the launch;
+the launcher runs the cases after it again.
 """
 
 from __future__ import annotations
@@ -135,10 +142,18 @@ class Phase:
 
     def __init__(self, run_dir: Path, rank: int):
         self.path = run_dir / f"rank{rank}.phase"
+        self.rank = rank
+        self.mirror: Path | None = None
+        """The current case's copy (plan launches): the telemetry sampler of that case reads it."""
         self.name = "setup"
         # Who this rank is, so a launcher that finds it dead or stuck can name the host and GPU.
         self.identity: dict = {"rank": rank, "host": socket.gethostname()}
         self.write("setup")
+
+    def enter_case(self, case_dir: Path | None, index: int) -> None:
+        """Plan launches: later phases are copied to ``case_dir`` and carry the case's index."""
+        self.identity["case"] = index
+        self.mirror = case_dir / f"rank{self.rank}.phase" if case_dir is not None and case_dir != self.path.parent else None
 
     def write(self, name: str, expected_s: float | None = None) -> None:
         """Enter (or stay in) a phase; ``expected_s`` is how long it should take from now.
@@ -149,37 +164,67 @@ class Phase:
         """
         self.name = name
         record = {**self.identity, "phase": name, "since": time.time(), "expected_s": expected_s, "pid": os.getpid()}
-        tmp = self.path.with_suffix(".phase.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, self.path)  # the launcher polls this file: never let it read half of it
+        for path in (self.path, self.mirror) if self.mirror is not None else (self.path,):
+            tmp = path.with_suffix(".phase.tmp")
+            tmp.write_text(json.dumps(record))
+            os.replace(tmp, path)  # the launcher polls this file: never let it read half of it
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    plan_path = _plan_path(argv)
+    if plan_path is None:
+        cases = [parse_args(argv)]
+        launch_dir = cases[0].run_dir
+    else:
+        cases = [parse_args(entry["argv"]) for entry in json.loads(plan_path.read_text())["cases"]]
+        launch_dir = plan_path.parent
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    args.run_dir.mkdir(parents=True, exist_ok=True)
-    _redirect_output(args.run_dir / f"rank{rank}.log")
+    launch_dir.mkdir(parents=True, exist_ok=True)
+    _redirect_output(launch_dir / f"rank{rank}.log")
     _die_with_parent()
-    (args.run_dir / f"rank{rank}.pid").write_text(str(os.getpid()))
-    phase = Phase(args.run_dir, rank)
+    (launch_dir / f"rank{rank}.pid").write_text(str(os.getpid()))
+    phase = Phase(launch_dir, rank)
     print(f"[harness worker] rank {rank}/{world_size} local_rank {local_rank} host {socket.gethostname()} "
-          f"pid {os.getpid()} args {argv if argv is not None else sys.argv[1:]}", flush=True)
+          f"pid {os.getpid()} args {argv}", flush=True)
+    case_dir = None
     try:
-        run(args, rank=rank, local_rank=local_rank, world_size=world_size, phase=phase)
+        ctx = setup(cases[0].device, rank=rank, local_rank=local_rank, world_size=world_size, phase=phase)
+        for index, args in enumerate(cases):
+            case_dir = args.run_dir
+            case_dir.mkdir(parents=True, exist_ok=True)
+            phase.enter_case(case_dir, index)
+            if len(cases) > 1:
+                print(f"[harness worker] case {index + 1}/{len(cases)}: {args.run_id}", flush=True)
+            run_case(args, ctx, phase=phase, launch_cases=len(cases), case_index=index)
+            phase.write("done")
+        ctx.dist.destroy_process_group()
     except WorkerFailure as failure:
-        _write_failure(args.run_dir, rank, failure.reason, failure.phase, failure.status)
+        for directory in {launch_dir, case_dir or launch_dir}:
+            _write_failure(directory, rank, failure.reason, failure.phase, failure.status)
         print(f"[harness worker] rank {rank} failed in {failure.phase}: {failure.reason}", flush=True)
         return 3
     except BaseException as exc:  # noqa: BLE001 - every way out must leave a reason behind
         import traceback
 
         traceback.print_exc()
-        _write_failure(args.run_dir, rank, f"{type(exc).__name__}: {exc}", phase.name)
+        for directory in {launch_dir, case_dir or launch_dir}:
+            _write_failure(directory, rank, f"{type(exc).__name__}: {exc}", phase.name)
         return 1
+    phase.enter_case(None, len(cases))
     phase.write("done")
     return 0
+
+
+def _plan_path(argv: list[str]) -> Path | None:
+    """``--plan FILE`` (a launch of several cases), or None for the one case on the command line."""
+    if "--plan" not in argv:
+        return None
+    if len(argv) != 2 or argv[0] != "--plan":
+        raise SystemExit("python -m harness.worker --plan PLAN.json takes no other arguments")
+    return Path(argv[1])
 
 
 def _write_failure(run_dir: Path, rank: int, reason: str, phase: str, status: str = "failed") -> None:
@@ -190,27 +235,33 @@ def _write_failure(run_dir: Path, rank: int, reason: str, phase: str, status: st
          "time": time.time()}))
 
 
-def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase: Phase) -> None:
+@dataclass(kw_only=True, slots=True)
+class Distributed:
+    """What a launch sets up once and every case of it shares: torch, the process group, this rank's device."""
+
+    torch: object
+    dist: object
+    device: object
+    device_name: str
+    gpu_uuid: str | None
+    gpu_index: int | None
+    host: str
+    rank: int
+    local_rank: int
+    world_size: int
+    phases_s: dict[str, float]
+    """Process start, imports and init of the launch (seconds): charged to its first case."""
+
+
+def setup(device_kind: str, *, rank: int, local_rank: int, world_size: int, phase: Phase) -> Distributed:
     t_start = time.time()
     import torch
     import torch.distributed as dist
 
-    from harness import faults, recipe
-    from harness.models import get_model
+    import harness.models  # noqa: F401 - torchvision's import belongs to "import", not to the first build
 
     t_imported = time.time()
-    spec = get_model(args.model)
-    fault = faults.fault_from_env()
-    if args.scaling == "strong" and args.global_batch_size % world_size:
-        raise WorkerFailure(
-            f"strong scaling needs a global batch divisible by the world size: {args.global_batch_size} "
-            f"is not divisible by {world_size}", "setup")
-    if args.batch_size_per_gpu * world_size != args.global_batch_size:
-        raise WorkerFailure(
-            f"batch size per GPU {args.batch_size_per_gpu} x world size {world_size} != global batch "
-            f"{args.global_batch_size}", "setup")
-
-    if args.device == "cuda":
+    if device_kind == "cuda":
         if not torch.cuda.is_available():
             raise WorkerFailure("--device cuda but torch sees no CUDA device", "setup")
         device = torch.device("cuda", local_rank)
@@ -226,8 +277,47 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
         dist.init_process_group("gloo")
         device_name = platform.processor() or platform.machine() or "cpu"
         gpu_uuid, gpu_index = None, None
-    host = socket.gethostname()
     t_initialised = time.time()
+    return Distributed(torch=torch, dist=dist, device=device, device_name=device_name, gpu_uuid=gpu_uuid,
+                       gpu_index=gpu_index, host=socket.gethostname(), rank=rank, local_rank=local_rank,
+                       world_size=world_size,
+                       phases_s={"process_start": t_start - _launch_epoch(t_start), "import": t_imported - t_start,
+                                 "init": t_initialised - t_imported})
+
+
+def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase: Phase) -> None:
+    """One case in a launch of its own."""
+    ctx = setup(args.device, rank=rank, local_rank=local_rank, world_size=world_size, phase=phase)
+    run_case(args, ctx, phase=phase)
+    ctx.dist.destroy_process_group()
+
+
+def run_case(args: WorkerArgs, ctx: Distributed, *, phase: Phase, launch_cases: int = 1, case_index: int = 0) -> None:
+    """Build, warm up, probe, measure and record one case on an initialised process group."""
+    t_case = time.time()
+    torch, dist, device = ctx.torch, ctx.dist, ctx.device
+    rank, local_rank, world_size = ctx.rank, ctx.local_rank, ctx.world_size
+    device_name, gpu_uuid, gpu_index, host = ctx.device_name, ctx.gpu_uuid, ctx.gpu_index, ctx.host
+    from harness import faults, recipe
+    from harness.models import get_model
+
+    phase.write("setup")
+    spec = get_model(args.model)
+    fault = faults.fault_from_env()
+    if args.scaling == "strong" and args.global_batch_size % world_size:
+        raise WorkerFailure(
+            f"strong scaling needs a global batch divisible by the world size: {args.global_batch_size} "
+            f"is not divisible by {world_size}", "setup")
+    if args.batch_size_per_gpu * world_size != args.global_batch_size:
+        raise WorkerFailure(
+            f"batch size per GPU {args.batch_size_per_gpu} x world size {world_size} != global batch "
+            f"{args.global_batch_size}", "setup")
+    if case_index > 0:
+        import gc
+
+        gc.collect()  # DDP's reducer holds reference cycles: the previous case's model goes only now
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # and its cached blocks: this case's batch must find the memory free
 
     torch.manual_seed(1234 + rank)
     ddp = recipe.build_ddp(spec, device)
@@ -237,7 +327,7 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
 
     def train_step(phase_name: str, step: int) -> torch.Tensor:
         poison = False
-        if fault is not None and fault.due(rank, phase_name, step):
+        if fault is not None and fault.due(rank, phase_name, step, args.model):
             if fault.kind == "nan":
                 poison = True
             else:
@@ -327,11 +417,11 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
     if rank == 0:
         from harness.records import write_record
 
+        # The launch's fixed costs go to its first case; later cases of a plan launch start at "build".
+        shared = ctx.phases_s if case_index == 0 else {key: 0.0 for key in ctx.phases_s}
         phases_s = {
-            "process_start": t_start - _launch_epoch(t_start),
-            "import": t_imported - t_start,
-            "init": t_initialised - t_imported,
-            "build": t_built - t_initialised,
+            **shared,
+            "build": t_built - t_case,
             "warmup": t_warm - t_built,
             "probe": t_probed - t_warm,
             "measure": t_measured - t_probed,
@@ -341,12 +431,13 @@ def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase:
             args, spec=spec, world_size=world_size, gathered=gathered, warmup_steps=warmup_steps,
             warmup_s=warmup_s, measured_steps=measured_steps, phases_s=phases_s, versions=_versions(torch),
             nodes=int(os.environ.get("HARNESS_NODES", os.environ.get("GROUP_WORLD_SIZE", "1"))),
+            launch={"cases": launch_cases, "index": case_index},
         )
         write_record(args.run_dir / "record.json", record)
         print(f"[harness worker] record written: {record.status} "
               f"{record.throughput_per_gpu} {spec.sample_unit}/s per GPU", flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    del step_fn, ddp  # free this case's model, optimizer state and batch before the next case builds its own
 
 
 def warmup_done(*, steps: int, block_means_ms: list[float], since_first_block_s: float, min_steps: int,
@@ -555,7 +646,8 @@ def _versions(torch):
 
 
 def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict], warmup_steps: int,
-                 warmup_s: float, measured_steps: int, phases_s: dict[str, float], versions, nodes: int):
+                 warmup_s: float, measured_steps: int, phases_s: dict[str, float], versions, nodes: int,
+                 launch: dict | None = None):
     """Turn every rank's raw timings into the run record (pure: no torch, unit-testable)."""
     from harness import recipe
     from harness.records import RankStats, RunRecord
@@ -607,6 +699,7 @@ def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict
             "sync_each_step": args.sync_each_step, "optimizer": recipe.describe(args.precision),
             "ci_target": args.ci_target or None, "measure_stop_reason": slowest.get("stop_reason"),
             "max_measure_seconds": args.max_measure_seconds if args.ci_target else None,
+            "launch": launch or {"cases": 1, "index": 0},
         },
         started_at=datetime.fromtimestamp(_launch_epoch(_PROCESS_START), timezone.utc).isoformat(timespec="seconds"),
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

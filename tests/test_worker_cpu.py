@@ -185,3 +185,47 @@ def test_nan_during_warmup_makes_the_run_invalid(tmp_path, fast_spec, assert_no_
     assert record.failure.phase == "warmup"
     assert read_record(tmp_path / "record.json").status == "invalid"
     assert_no_process_left(record.run_id)
+
+
+# --- several cases in one launch (harness.launch.run_benchmark_group) --------------------------
+
+
+@pytest.fixture(scope="module")
+def group_run(tmp_path_factory, fast_spec):
+    """Three 2-rank cases in one launch; the second crashes (fault filtered to its model) mid-window."""
+    from harness.launch import run_benchmark_group
+
+    crash = {"HARNESS_FAULT": "kind=crash,rank=1,phase=measure,step=2,model=resnet18"}
+    specs = [fast_spec(gpus_per_node=2, model=model, extra_env=crash) for model in ("tiny_bert", "resnet18", "tiny_bert")]
+    specs[2] = fast_spec(gpus_per_node=2, model="tiny_bert", batch_size_per_gpu=8, extra_env=crash)
+    root = tmp_path_factory.mktemp("group")
+    run_dirs = [root / f"case{i}" for i in range(3)]
+    records = run_benchmark_group(specs, run_dirs, [f"group-case{i}" for i in range(3)], root / "launch")
+    return root, run_dirs, records
+
+
+def test_a_group_gives_one_record_per_case_in_order(group_run):
+    _, run_dirs, records = group_run
+    assert [r.run_id for r in records] == ["group-case0", "group-case1", "group-case2"]
+    assert [read_record(d / "record.json").run_id for d in run_dirs] == ["group-case0", "group-case1", "group-case2"]
+
+
+def test_a_failed_case_of_a_group_fails_alone_naming_its_rank(group_run):
+    _, _, records = group_run
+    assert [r.status for r in records] == ["ok", "failed", "ok"], [_reason(r) for r in records]
+    assert "rank 1" in records[1].failure.reason and "injected crash" in records[1].failure.reason
+    assert records[1].failure.phase == "measure"
+
+
+def test_the_cases_after_a_failure_run_again_in_a_launch_of_their_own(group_run):
+    _, _, records = group_run
+    assert records[0].settings["launch"] == {"cases": 3, "index": 0}
+    assert records[2].settings["launch"] == {"cases": 1, "index": 0}
+    assert records[2].batch_size_per_gpu == 8
+
+
+def test_start_up_is_charged_to_the_first_case_of_a_launch(group_run):
+    _, _, records = group_run
+    first, relaunched = records[0], records[2]
+    assert first.phases_s["import"] > 0 and relaunched.phases_s["import"] > 0
+    assert first.phases_s["launch_total"] > first.phases_s["measure"]
