@@ -66,6 +66,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="sample the GPUs (NVML) during each measured window (default on; off measures its cost)")
     group.addoption("--harness-telemetry-period", dest="harness_telemetry_period", type=float, default=0.1,
                     metavar="S", help="seconds between telemetry samples (default 0.1)")
+    group.addoption("--harness-ci-target", dest="harness_ci_target", type=float, metavar="F",
+                    help="adaptive window: stop measuring a case once its throughput's 95 %% CI half-width is at "
+                         "most F (0.01 = ±1 %%; 0 = a fixed window); overrides the profile's [run] ci_target")
+    group.addoption("--harness-repeats", "--repeats", dest="harness_repeats", type=int, default=1, metavar="N",
+                    help="run every case N times and judge one figure: the median, or with N >= 5 the mean "
+                         "after dropping the best and the worst run (MLPerf's rule); default 1")
+    group.addoption("--harness-launch", dest="harness_launch", choices=("grouped", "per-case"), default="grouped",
+                    help="grouped (default): the cases of one GPU count share one torchrun launch (start-up paid "
+                         "once; a failed case ends it and the rest run again); per-case: one launch each")
     group.addoption("--harness-soak", "--soak", dest="harness_soak", metavar="DURATION",
                     help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
                          "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
@@ -165,6 +174,12 @@ class HarnessSession:
     allocation: object = None
     """The Slurm allocation (harness.slurm.SlurmAllocation) when the driver runs in a Slurm job."""
     baselines: dict = field(default_factory=dict)
+    planned: list = field(default_factory=list)
+    """The selected scaling cases that will run (not skipped, not deselected), in test order."""
+    prefetched: dict = field(default_factory=dict)
+    """label -> record launched with an earlier case's group, waiting for its test."""
+    launched: set = field(default_factory=set)
+    launches: int = 0
     results: dict = field(default_factory=dict)
     allreduce_runs: dict = field(default_factory=dict)
     """GPU count -> harness.interconnect.AllReduceRun, measured once per session."""
@@ -242,6 +257,9 @@ class HarnessSession:
             device=self.profile.hardware.device,
             warmup_seconds=option("harness_warmup_seconds") or run.warmup_seconds,
             measure_seconds=option("harness_measure_seconds") or run.measure_seconds,
+            ci_target=self.ci_target,
+            max_measure_seconds=max(run.max_measure_seconds, option("harness_measure_seconds") or 0)
+            if run.max_measure_seconds else None,
             timeout_s=option("harness_timeout") or run.timeout_seconds,
             stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
             peak_tflops=self.profile.peak_tflops.get(case.precision),
@@ -251,19 +269,62 @@ class HarnessSession:
     def log_dir(self, label: str) -> Path:
         return self.run_dir / "logs" / label
 
-    def launch(self, case: Case, gpus: int | None = None, label: str | None = None) -> RunRecord:
-        from harness.launch import run_benchmark
-        from harness.records import write_record
+    @property
+    def ci_target(self) -> float:
+        chosen = self.config.getoption("harness_ci_target")
+        return chosen if chosen is not None else self.profile.run.ci_target
 
+    @property
+    def repeats(self) -> int:
+        return self.config.getoption("harness_repeats")
+
+    def launch(self, case: Case, gpus: int | None = None, label: str | None = None) -> RunRecord:
+        """The record of ``case`` (its repeats combined): launched now, or earlier with its group."""
         spec = self.spec_for(case, gpus)
         label = label or spec.case_id
+        if label not in self.prefetched:
+            self.launch_group(label, spec)
+        return self.prefetched.pop(label)
+
+    def pending(self) -> list[tuple[str, object]]:
+        """(label, spec) of every selected case, and every 1-GPU baseline they need, not yet launched."""
+        wanted: dict[str, object] = {}
+        for case in self.planned:
+            spec = self.spec_for(case)
+            wanted.setdefault(spec.case_id, spec)
+            if case.world_size > 1 or case.scaling == "strong":
+                one = self.spec_for(Case(model=case.model, precision=case.precision, gpus=1, scaling=case.scaling))
+                if (case.model, case.precision, one.per_gpu_batch) not in self.baselines:
+                    wanted.setdefault(one.case_id, one)
+        return [(label, spec) for label, spec in wanted.items() if label not in self.launched]
+
+    def launch_group(self, label: str, spec) -> None:
+        """Launch ``spec`` (and, grouped, every pending case of its GPU count) ``repeats`` times each."""
+        from harness import launch as launcher
+        from harness.records import write_record
+        from harness.repeats import combine
+
+        group = [(label, spec)]
+        if self.config.getoption("harness_launch") == "grouped" and spec.nodes == 1:
+            group += [(other, s) for other, s in self.pending()
+                      if other != label and s.nodes == 1 and s.gpus_per_node == spec.gpus_per_node]
+        runs = [(f"{name}-repeat{r + 1}" if r else name, s) for name, s in group for r in range(self.repeats)]
         busy = self.busy_gpus(spec.gpus_per_node)  # this node's; srun's other nodes are not looked at
         if busy:
-            record = refused_record(spec, f"{self.run_id}-{label}", busy)
+            records = [refused_record(s, f"{self.run_id}-{name}", busy) for name, s in runs]
+        elif len(runs) == 1:
+            records = [launcher.run_benchmark(spec, self.log_dir(label), run_id=f"{self.run_id}-{label}")]
         else:
-            record = run_benchmark(spec, self.log_dir(label), run_id=f"{self.run_id}-{label}")
-        write_record(self.run_dir / "runs" / f"{label}.json", record)
-        return record
+            self.launches += 1
+            records = launcher.run_benchmark_group(
+                [s for _, s in runs], [self.log_dir(name) for name, _ in runs],
+                [f"{self.run_id}-{name}" for name, _ in runs],
+                self.run_dir / "logs" / f"launch{self.launches}-{spec.gpus_per_node}gpu")
+        for (name, _), record in zip(runs, records):
+            write_record(self.run_dir / "runs" / f"{name}.json", record)
+        for index, (name, _) in enumerate(group):
+            self.prefetched[name] = combine(records[index * self.repeats:(index + 1) * self.repeats])
+            self.launched.add(name)
 
     def busy_gpus(self, count: int) -> list:
         """Foreign processes on the GPUs a launch of ``count`` ranks will use (CUDA order)."""
@@ -594,6 +655,12 @@ def _start_session(config: pytest.Config) -> HarnessSession:
             parse_duration(config.getoption("harness_soak"))
         except ValueError as exc:
             raise pytest.UsageError(f"--soak: {exc}") from None
+    if config.getoption("harness_repeats") < 1:
+        raise pytest.UsageError(f"--repeats {config.getoption('harness_repeats')}: expected a count >= 1, e.g. --repeats 3")
+    ci_target = config.getoption("harness_ci_target")
+    if ci_target is not None and not 0 <= ci_target < 1:
+        raise pytest.UsageError(f"--harness-ci-target {ci_target}: expected a fraction in [0, 1), e.g. 0.01 for "
+                                "±1 %, or 0 for a fixed window")
     if not config.getoption("harness_telemetry_period") > 0:
         raise pytest.UsageError(f"--harness-telemetry-period {config.getoption('harness_telemetry_period')}: "
                                 "expected seconds > 0, e.g. 0.1")
@@ -684,6 +751,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 reason="not an acceptance session (run `make acceptance` or pytest on acceptance/)"))])
         else:
             metafunc.parametrize("allreduce_gpus", session.allreduce_counts())
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Remember which scaling cases will run, so a launch can take the others of its GPU count along."""
+    harness_session = session.config.stash.get(SESSION_KEY, None)
+    if harness_session is None:
+        return
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        case = params.get("weak_case") or params.get("strong_case")
+        if isinstance(case, Case) and item.get_closest_marker("skip") is None:
+            harness_session.planned.append(case)
 
 
 @pytest.fixture

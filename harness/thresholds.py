@@ -122,7 +122,12 @@ class RunSettings:
     warmup_seconds: float = 5.0
     """Untimed steps first: cuDNN autotuning, allocator growth, clocks ramping up."""
     measure_seconds: float = 10.0
-    """Length of the timed window."""
+    """Length of the timed window; with ci_target, the least it lasts."""
+    ci_target: float = 0.0
+    """Adaptive window: stop once the 95 % CI half-width of throughput is at most this (0.01 = ±1 %);
+    0 = a fixed window of measure_seconds."""
+    max_measure_seconds: float | None = None
+    """Adaptive window: the longest it lasts, whatever the CI."""
     timeout_seconds: float = 600.0
     """Wall-clock limit of one launch, start-up included; past it the launch is killed and fails."""
 
@@ -535,6 +540,8 @@ RUN_FIELDS = (
     Field(key="warmup_seconds", kind=NUMBER, rule=_at_least(0, " s"), doc="untimed warmup per launch, seconds"),
     Field(key="measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="timed window per launch, seconds"),
     Field(key="timeout_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="wall-clock limit per launch, seconds"),
+    Field(key="ci_target", kind=NUMBER, rule=Rule(lambda v: 0 <= v < 1, "must be a fraction in [0, 1): 0.01 for ±1 %, not 1; 0 for a fixed window"), doc="adaptive window: stop at this relative 95 % CI half-width of throughput (0.01 = ±1 %); 0 = fixed window"),
+    Field(key="max_measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="adaptive window: the longest measured window, seconds"),
 )
 
 CASE_FIELDS = (
@@ -747,6 +754,10 @@ def _check_strong_scaling(checked: Mapping[str, Any], report: _Report) -> None:
 def _check_run(raw: Mapping[str, Any], checked: Mapping[str, Any], report: _Report) -> None:
     run = checked.get("run", {})
     defaults = RunSettings()
+    measure = run.get("measure_seconds", defaults.measure_seconds)
+    if "max_measure_seconds" in run and run["max_measure_seconds"] < measure:
+        report.add(("run", "max_measure_seconds"), f"must be at least measure_seconds ({measure:g} s), the least "
+                   "an adaptive window lasts", raw["run"]["max_measure_seconds"])
     if "timeout_seconds" not in run:
         return
     busy_seconds = run.get("warmup_seconds", defaults.warmup_seconds) + run.get("measure_seconds", defaults.measure_seconds)

@@ -47,16 +47,25 @@ class FakeLauncher:
     def __init__(self, per_gpu=100.0):
         self.per_gpu = per_gpu
         self.calls = []
+        self.groups = []
+        self.specs = []
+
+    def group(self, specs, run_dirs, run_ids, launch_dir):
+        """Stands in for harness.launch.run_benchmark_group: one record per spec, the launch remembered."""
+        self.groups.append([spec.case_id for spec in specs])
+        return [self(spec, run_dir, run_id=run_id) for spec, run_dir, run_id in zip(specs, run_dirs, run_ids)]
 
     def __call__(self, spec, run_dir, *, run_id=None, rendezvous=None):
         self.calls.append(spec.case_id)
+        self.specs.append(spec)
+        per_gpu = self.per_gpu(len(self.calls)) if callable(self.per_gpu) else self.per_gpu
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         stats = StepTimeStats(mean_ms=40, median_ms=40, p95_ms=41, p99_ms=42, cv=0.01, steps=25)
         return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
                          world_size=spec.world_size, nodes=1, device_kind=spec.device,
                          batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
-                         status="ok", sample_unit="sequences", throughput_per_gpu=self.per_gpu,
-                         throughput_total=self.per_gpu * spec.world_size, step_time_ms=stats,
+                         status="ok", sample_unit="sequences", throughput_per_gpu=per_gpu,
+                         throughput_total=per_gpu * spec.world_size, step_time_ms=stats,
                          straggler_ratio=1.0 if spec.world_size > 1 else None, loss_finite=True)
 
 
@@ -65,6 +74,7 @@ def suite(pytester, monkeypatch, tmp_path):
     """An acceptance session in a temporary directory: returns (run, launcher, thresholds_dir)."""
     launcher = FakeLauncher()
     monkeypatch.setattr("harness.launch.run_benchmark", launcher)
+    monkeypatch.setattr("harness.launch.run_benchmark_group", launcher.group)
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()
     (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50))
@@ -184,3 +194,84 @@ def test_a_conftest_can_declare_the_acceptance_session(pytester, monkeypatch, tm
     result = pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "--gpus", "1")
     result.assert_outcomes(passed=1)
     assert launcher.calls == ["tiny_bert-bf16-weak-1gpu"]
+
+
+TWO_PRECISIONS = """
+[models.tiny_bert.fp32]
+batch_size_per_gpu = 4
+min_samples_per_sec_per_gpu = 50
+min_weak_efficiency = { 2 = 0.5 }
+source = "test bounds"
+"""
+
+
+def two_precision_profile(thresholds):
+    text = PROFILE.format(min_tp=50).replace('precisions = ["bf16"]', 'precisions = ["bf16", "fp32"]')
+    (thresholds / "cpu-test.toml").write_text(text + TWO_PRECISIONS)
+
+
+def test_the_cases_of_one_gpu_count_share_a_launch_and_keep_their_own_verdicts(suite, pytester):
+    run, launcher, thresholds = suite
+    two_precision_profile(thresholds)
+    result = run("-v")
+    result.assert_outcomes(passed=4, skipped=2)
+    assert launcher.groups == [["tiny_bert-bf16-weak-1gpu", "tiny_bert-fp32-weak-1gpu"],
+                               ["tiny_bert-bf16-weak-2gpu", "tiny_bert-fp32-weak-2gpu"]]
+    runs = pytester.path / "reports" / "latest" / "runs"
+    assert len(list(runs.iterdir())) == 4  # each case still has its own record
+
+
+def test_per_case_launches_on_request(suite):
+    run, launcher, thresholds = suite
+    two_precision_profile(thresholds)
+    run("--harness-launch", "per-case").assert_outcomes(passed=4, skipped=2)
+    assert launcher.groups == []
+    assert launcher.calls == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-fp32-weak-1gpu",
+                              "tiny_bert-bf16-weak-2gpu", "tiny_bert-fp32-weak-2gpu"]
+
+
+def test_a_group_brings_the_baselines_its_gpu_count_needs(suite):
+    """Only 2-GPU tests selected: the 1-GPU baselines of both precisions come in one launch."""
+    run, launcher, thresholds = suite
+    two_precision_profile(thresholds)
+    run("--gpus", "2").assert_outcomes(passed=2)
+    assert launcher.groups == [["tiny_bert-bf16-weak-2gpu", "tiny_bert-fp32-weak-2gpu"],
+                               ["tiny_bert-bf16-weak-1gpu", "tiny_bert-fp32-weak-1gpu"]]
+
+
+def test_repeats_judge_the_median_run(suite, pytester):
+    run, launcher, thresholds = suite
+    throughputs = iter([40.0, 90.0, 60.0])  # one repeat under the bound of 50: the median (60) passes
+    launcher.per_gpu = lambda call: next(throughputs)
+    result = run("--gpus", "1", "--repeats", "3")
+    result.assert_outcomes(passed=1)
+    assert launcher.calls == ["tiny_bert-bf16-weak-1gpu"] * 3
+    run_dir = (pytester.path / "reports" / "latest").resolve()
+    assert sorted(p.name for p in (run_dir / "runs").iterdir()) == [
+        "tiny_bert-bf16-weak-1gpu-repeat2.json", "tiny_bert-bf16-weak-1gpu-repeat3.json", "tiny_bert-bf16-weak-1gpu.json"]
+    report = json.loads((run_dir / "report.json").read_text())
+    record = report["tests"][0]["metadata"]["harness"]["record"]
+    assert record["throughput_per_gpu"] == 60.0
+    assert record["settings"]["repeats"]["rule"] == "median of 3"
+
+
+def test_ci_target_comes_from_the_profile_and_the_command_line_overrides_it(suite):
+    run, launcher, thresholds = suite
+    (thresholds / "cpu-test.toml").write_text(
+        PROFILE.format(min_tp=50).replace("timeout_seconds = 60", "timeout_seconds = 60\nci_target = 0.02\nmax_measure_seconds = 5"))
+    run("--gpus", "1").assert_outcomes(passed=1)
+    assert (launcher.specs[-1].ci_target, launcher.specs[-1].max_measure_seconds) == (0.02, 5)
+    run("--gpus", "1", "--harness-ci-target", "0").assert_outcomes(passed=1)
+    assert launcher.specs[-1].ci_target == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--repeats", "0"), "*--repeats 0: expected a count >= 1*"),
+    (("--harness-ci-target", "1"), "*--harness-ci-target 1.0: expected a fraction in [[]0, 1)*"),
+])
+def test_bad_repeats_or_ci_target_is_a_usage_error(suite, args, message):
+    run, launcher, _ = suite
+    result = run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert launcher.calls == []
