@@ -717,18 +717,35 @@ def record_facts(record: dict) -> list[tuple[str, str]]:
     memory = _num(record.get("peak_memory_gib"))
     if memory is not None:
         facts.append(("Peak memory", f"{fmt_number(memory)} GiB per rank (max)"))
+    settings = _dict(record.get("settings"))
     if _num(record.get("measure_s")) is not None:
+        target = _num(settings.get("ci_target"))
+        stop = _str(settings.get("measure_stop_reason"))
+        how = (f"; adaptive: stopped on {stop} (target ±{target * 100:g} %)" if target and stop
+               else "; fixed window" if stop == "fixed window" else "")
         facts.append(("Window", f"{_str(record.get('measured_steps'))} steps in "
                                 f"{fmt_number(record.get('measure_s'))} s "
                                 f"after {_str(record.get('warmup_steps'))} warmup steps "
-                                f"({fmt_number(record.get('warmup_s'))} s)"))
+                                f"({fmt_number(record.get('warmup_s'))} s){how}"))
+    repeats = _dict(settings.get("repeats"))
+    if repeats:
+        values = ", ".join(fmt_rate(_num(_dict(run).get("throughput_per_gpu"))) if _num(_dict(run).get("throughput_per_gpu"))
+                           is not None else _str(_dict(run).get("status")) for run in _list(repeats.get("runs")))
+        spread = _num(repeats.get("spread_rel"))
+        facts.append(("Repeats", f"{_str(repeats.get('rule'))}: {values} {unit}/s per "
+                                 f"{'GPU' if device != 'cpu' else 'rank'}"
+                                 + (f"; spread {fmt_pct(spread, 2)}" if spread is not None else "")))
     final_loss = _num(record.get("final_loss"))
     if record.get("loss_finite") is not None:
         facts.append(("Loss", ("finite" if record.get("loss_finite") else "NOT finite")
                       + (f", last {fmt_number(final_loss)}" if final_loss is not None else "")))
     launch = _num(_dict(record.get("phases_s")).get("launch_total"))
+    shared = _dict(settings.get("launch"))
     if launch is not None:
-        facts.append(("Launch wall time", f"{fmt_number(launch)} s"))
+        cases = _int(shared.get("cases")) or 1
+        facts.append(("Launch wall time", f"{fmt_number(launch)} s" + (
+            f" (case {(_int(shared.get('index')) or 0) + 1} of {cases} sharing one launch: start-up is charged to "
+            "the first)" if cases > 1 else "")))
     batch = _str(record.get("batch_size_per_gpu"))
     if batch:
         facts.append(("Batch", f"{batch} per {'GPU' if device != 'cpu' else 'rank'}, {_str(record.get('precision'))}"

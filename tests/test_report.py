@@ -399,3 +399,19 @@ def test_svg_labels_are_escaped():
     chart = svg.line_chart(title=HOSTILE, series=[svg.Series(label=HOSTILE, points=((0, 1), (1, 0.9)), color="#000")],
                            x_ticks=[(0, "1"), (1, "2")])
     assert "<script>" not in chart and "&lt;script&gt;" in chart
+
+
+def test_the_window_rule_repeats_and_a_shared_launch_are_stated():
+    record = {"sample_unit": "images", "device_kind": "cuda", "throughput_per_gpu": 2000.0, "throughput_ci95_rel": 0.004,
+              "ci_blocks": 6, "measure_s": 2.4, "measured_steps": 40, "warmup_steps": 30, "warmup_s": 2.1,
+              "phases_s": {"launch_total": 9.5},
+              "settings": {"ci_target": 0.01, "measure_stop_reason": "CI target", "launch": {"cases": 8, "index": 2},
+                           "repeats": {"rule": "median of 3", "spread_rel": 0.003,
+                                       "runs": [{"throughput_per_gpu": 1999.0}, {"throughput_per_gpu": 2000.0},
+                                                {"status": "failed"}]}}}
+    facts = dict(report.record_facts(record))
+    assert facts["Window"].endswith("adaptive: stopped on CI target (target ±1 %)")
+    assert facts["Repeats"] == "median of 3: 1,999.0, 2,000.0, failed images/s per GPU; spread 0.30 %"
+    assert facts["Launch wall time"].startswith("9.500 s (case 3 of 8 sharing one launch")
+    fixed = dict(report.record_facts({**record, "settings": {"measure_stop_reason": "fixed window"}}))
+    assert fixed["Window"].endswith("; fixed window") and "Repeats" not in fixed
