@@ -581,6 +581,17 @@ def test_timeout_must_leave_room_for_warmup_and_measurement(tmp_path):
                        "measure_seconds (15 s), with room for start-up and model build")
 
 
+def test_an_adaptive_window_cap_below_its_minimum_is_refused(tmp_path):
+    problem = only_problem(tmp_path, edited("timeout_seconds = 600", "timeout_seconds = 600\nmax_measure_seconds = 4"))
+    assert problem == (f"{tmp_path / 'good.toml'}: run.max_measure_seconds = 4: must be at least measure_seconds "
+                       "(10 s), the least an adaptive window lasts")
+
+
+def test_a_ci_target_in_percent_is_refused(tmp_path):
+    problem = only_problem(tmp_path, edited("timeout_seconds = 600", "timeout_seconds = 600\nci_target = 1"))
+    assert problem.startswith(f"{tmp_path / 'good.toml'}: run.ci_target = 1: must be a fraction in [0, 1)")
+
+
 def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
     text = edited("batch_size_per_gpu = 256", "batch_size_per_gpu = 0")
     text = edited("4 = 0.96,", "4 = 96,", text)

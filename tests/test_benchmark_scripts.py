@@ -1,0 +1,56 @@
+"""The pure parts of the benchmark scripts (benchmarks/ is not a package: loaded by path)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_emulated_node_sees_every_gpu_its_own_first():
+    nodes = _load("emulated_nodes")
+    assert [nodes.rotated_devices(n, 2, 2) for n in range(2)] == ["0,1,2,3", "2,3,0,1"]
+    assert [nodes.rotated_devices(n, 1, 2) for n in range(2)] == ["0,1", "1,0"]
+
+
+def test_the_agents_command_starts_one_torchrun_per_node_and_fails_if_any_fails(tmp_path):
+    from harness.launch import BenchmarkSpec
+
+    nodes = _load("emulated_nodes")
+    spec = BenchmarkSpec(model="tiny_bert", precision="fp32", gpus_per_node=2, nodes=2, batch_size_per_gpu=4)
+    command = nodes.agents_command(spec, tmp_path, "rid")
+    script = command[-1]
+    assert command[:2] == ["bash", "-c"]
+    assert script.count("--nnodes=2") == 2 and script.count("--rdzv-backend=c10d") == 2
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3 " in script and "CUDA_VISIBLE_DEVICES=2,3,0,1 " in script
+    assert script.rstrip().endswith("exit $rc") and script.count("|| rc=$?") == 2
+
+
+def _run(verdicts, throughputs):
+    return {"verdicts": verdicts, "records": {name: {"throughput_per_gpu": value} for name, value in throughputs.items()}}
+
+
+def test_signoff_stability_flags_a_changed_verdict_and_reports_each_spread():
+    signoff = _load("signoff_time")
+    runs = [_run({"a": "passed", "b": "passed"}, {"r1": 100.0, "r2": 50.0}),
+            _run({"a": "passed", "b": "failed"}, {"r1": 102.0, "r2": 50.0}),
+            _run({"a": "passed", "b": "passed"}, {"r1": 101.0})]
+    result = signoff.stability(runs)
+    assert result["unstable"] == {"b": ["passed", "failed", "passed"]}
+    assert result["spread"]["r1"]["spread_rel"] == pytest.approx(2.0 / 101.0)
+    assert "r2" not in result["spread"]  # missing from one run: no spread to speak of
+
+
+def test_signoff_sums_the_phases_of_every_record():
+    signoff = _load("signoff_time")
+    totals = signoff.phase_totals({"x": {"phases_s": {"build": 1.5, "measure": 2.0}},
+                                   "y": {"phases_s": {"build": 0.5, "launch_total": 99.0}}})
+    assert totals["build"] == 2.0 and totals["measure"] == 2.0 and "launch_total" not in totals
