@@ -528,6 +528,12 @@ def _probe_main(argv: list[str] | None = None) -> int:
     from dataclasses import asdict
 
     from harness.records import write_json_atomic
+    from harness.worker import _die_with_parent
+
+    # The probe runs in a session of its own (so a timeout can kill its group): should find-max-bs
+    # die without a chance to clean up (SIGKILL), the kernel ends the probe too. A probe orphaned on
+    # an H200 once held 132 GB of a GPU after its parent was gone.
+    _die_with_parent()
 
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
         result = run_probe_steps(model=ns.model, precision=ns.precision, batch_size=ns.batch_size,

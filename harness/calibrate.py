@@ -727,8 +727,11 @@ def plan_from_args(ns: argparse.Namespace, hw: Hardware, *, thresholds_dir: Path
     output_path = output_dir / f"{ns.name}.toml"
     if output_path.exists() and not ns.force:
         raise CalibrationError(f"{output_path} exists; pass --force to replace it, or choose another --name")
-    if not output_dir.is_dir():
-        raise CalibrationError(f"--output-dir {output_dir}: not a directory")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CalibrationError(f"--output-dir {output_dir}: cannot create it ({exc.strerror or exc}); "
+                               "give a writable directory") from None
     peaks, peaks_source = {}, None
     if device == "cuda":
         if ns.peak_tflops:

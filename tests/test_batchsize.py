@@ -298,3 +298,43 @@ def test_a_probe_process_that_dies_is_an_error_with_its_log(tmp_path):
     assert "exited with code 1 without a result" in result.detail
     assert "no_such_model" in result.detail
     assert str(tmp_path / "probe-2.log") in result.detail
+
+
+@pytest.mark.slow
+def test_sigterm_to_find_max_bs_stops_its_probe_process(tmp_path):
+    """timeout(1) or Slurm sends SIGTERM: the probe (a session of its own) must not outlive find-max-bs."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    log_dir = tmp_path / "probes"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "find-max-bs", "--model", "tiny_bert", "--precision",
+                             "fp32", "--device", "cpu", "--start", "8", "--max", "1024", "--log-dir", str(log_dir)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(log_dir.glob("probe-*.log")):
+        time.sleep(0.1)
+    assert list(log_dir.glob("probe-*.log")), "no probe started within 60 s"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted; every process it started has been stopped" in err
+
+    def probes_left():
+        left = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                        if str(log_dir).encode() in handle.read():
+                            left.append(int(entry))
+                except OSError:
+                    continue
+        return left
+
+    deadline = time.time() + 10
+    while probes_left() and time.time() < deadline:
+        time.sleep(0.1)
+    assert probes_left() == []
