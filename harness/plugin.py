@@ -75,6 +75,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-launch", dest="harness_launch", choices=("grouped", "per-case"), default="grouped",
                     help="grouped (default): the cases of one GPU count share one torchrun launch (start-up paid "
                          "once; a failed case ends it and the rest run again); per-case: one launch each")
+    group.addoption("--harness-compile", dest="harness_compile", action="store_true",
+                    help="torch.compile every case (the first launch compiles, 15-45 s per case on H200; later "
+                         "runs reuse the cache of --harness-compile-cache)")
+    group.addoption("--harness-compile-cache", dest="harness_compile_cache", metavar="DIR",
+                    help="where torch.compile keeps its caches between runs (default: REPORT_DIR/.compile-cache, "
+                         "so a container's mounted reports volume keeps them)")
     group.addoption("--harness-soak", "--soak", dest="harness_soak", metavar="DURATION",
                     help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
                          "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
@@ -263,6 +269,7 @@ class HarnessSession:
             timeout_s=option("harness_timeout") or run.timeout_seconds,
             stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
             peak_tflops=self.profile.peak_tflops.get(case.precision),
+            compile=option("harness_compile"), extra_env=self.compile_env,
             telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"),
         )
 
@@ -273,6 +280,17 @@ class HarnessSession:
     def ci_target(self) -> float:
         chosen = self.config.getoption("harness_ci_target")
         return chosen if chosen is not None else self.profile.run.ci_target
+
+    @property
+    def compile_env(self) -> dict[str, str]:
+        """The environment that keeps torch.compile's caches where the next run finds them."""
+        if not self.config.getoption("harness_compile"):
+            return {}
+        from harness.launch import compile_cache_env
+
+        chosen = self.config.getoption("harness_compile_cache")
+        root = Path(chosen) if chosen else Path(self.config.getoption("harness_report_dir")) / ".compile-cache"
+        return compile_cache_env(root.resolve())
 
     @property
     def repeats(self) -> int:

@@ -275,3 +275,15 @@ def test_bad_repeats_or_ci_target_is_a_usage_error(suite, args, message):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     assert launcher.calls == []
+
+
+def test_compile_asks_for_torch_compile_with_caches_kept_beside_the_reports(suite, pytester):
+    run, launcher, _ = suite
+    run("--gpus", "1", "--harness-compile").assert_outcomes(passed=1)
+    spec = launcher.specs[-1]
+    assert spec.compile is True
+    cache = pytester.path / "reports" / ".compile-cache"
+    assert spec.extra_env["TORCHINDUCTOR_CACHE_DIR"] == str(cache / "inductor")
+    assert spec.extra_env["TRITON_CACHE_DIR"] == str(cache / "triton")
+    run("--gpus", "1").assert_outcomes(passed=1)
+    assert launcher.specs[-1].compile is False and launcher.specs[-1].extra_env == {}
