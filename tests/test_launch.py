@@ -431,3 +431,64 @@ def test_crash_and_oom_faults_raise():
         faults.trigger(parse_fault("kind=crash,step=4"))
     with pytest.raises(torch.OutOfMemoryError, match="injected out-of-memory"):
         faults.trigger(parse_fault("kind=oom"))
+
+
+# --- several cases in one launch: the pure parts ------------------------------------------------
+
+
+def test_cases_of_one_launch_must_share_its_shape(tmp_path):
+    from harness.launch import run_benchmark_group
+
+    specs = [_spec(), _spec(gpus_per_node=1)]
+    with pytest.raises(ValueError, match="the cases of one launch must share gpus_per_node"):
+        run_benchmark_group(specs, [tmp_path / "a", tmp_path / "b"], ["a", "b"], tmp_path / "launch")
+    with pytest.raises(ValueError, match="one run directory and one run id per spec"):
+        run_benchmark_group([_spec(), _spec()], [tmp_path / "a"], ["a", "b"], tmp_path / "launch")
+    assert not (tmp_path / "launch").exists()  # refused before anything was written
+
+
+def test_the_worker_gets_the_adaptive_window_only_when_asked(tmp_path):
+    fixed = torchrun_command(_spec(), tmp_path, "r")
+    assert "--ci-target" not in fixed and "--max-measure-seconds" not in fixed
+    adaptive = torchrun_command(_spec(ci_target=0.01, max_measure_seconds=12, measure_seconds=2), tmp_path, "r")
+    at = adaptive.index("--ci-target")
+    assert adaptive[at + 1] == "0.01" and adaptive[adaptive.index("--max-measure-seconds") + 1] == "12"
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"ci_target": 1.0}, "ci_target must be a fraction in"),
+    ({"ci_target": 0.01, "measure_seconds": 5, "max_measure_seconds": 4}, "max_measure_seconds .4. must be >= measure_seconds"),
+])
+def test_adaptive_window_fields_are_checked(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        _spec(**overrides)
+
+
+def test_each_case_gets_its_sampler_when_it_begins(tmp_path):
+    from harness.launch import CaseSamplers
+
+    started = []
+
+    class FakeSampler:
+        def __init__(self, run_dir):
+            self.run_dir = run_dir
+
+        def start(self):
+            started.append(self.run_dir.name)
+            return self
+
+        def stop(self):
+            return {"status": "ok", "case": self.run_dir.name}
+
+    dirs = [tmp_path / "case0", tmp_path / "case1"]
+    for directory in dirs:
+        directory.mkdir()
+    samplers = CaseSamplers(dirs, _spec(), factory=FakeSampler)
+    samplers.poll()
+    assert started == []  # no case has begun
+    (dirs[0] / "rank0.phase").write_text("{}")
+    samplers.poll()
+    samplers.poll()
+    assert started == ["case0"]  # once, and only for the case that began
+    summaries = samplers.stop()
+    assert summaries == {str(dirs[0]): {"status": "ok", "case": "case0"}}
