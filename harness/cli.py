@@ -30,7 +30,13 @@ def _add_run(sub) -> None:
     p.add_argument("--batch-size", type=int, help="per-GPU batch size (weak scaling)")
     p.add_argument("--global-batch-size", type=int, help="global batch size (strong scaling)")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when a GPU is present, else cpu (gloo)")
-    p.add_argument("--duration", type=float, default=10.0, help="seconds of measured window (default 10)")
+    p.add_argument("--duration", type=float, default=10.0,
+                   help="seconds of measured window (default 10); with --ci-target, the least it lasts")
+    p.add_argument("--ci-target", type=float, default=0.0,
+                   help="adaptive window: stop once the throughput's 95 %% CI half-width is at most this "
+                        "(0.01 = ±1 %%); default 0: a fixed window of --duration")
+    p.add_argument("--max-duration", type=float,
+                   help="adaptive window: stop here whatever the CI (default 6 x --duration + 10)")
     p.add_argument("--warmup", type=float, default=5.0, help="minimum warmup seconds (default 5)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--peak-tflops", type=float, help="dense peak TFLOP/s per GPU, for MFU")
@@ -56,6 +62,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
             global_batch_size=ns.global_batch_size if ns.scaling == "strong" else None,
             device=device, warmup_seconds=ns.warmup, measure_seconds=ns.duration, compile=ns.compile,
             peak_tflops=ns.peak_tflops, sync_each_step=ns.sync_each_step, timeout_s=ns.timeout,
+            ci_target=ns.ci_target, max_measure_seconds=ns.max_duration,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

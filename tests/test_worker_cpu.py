@@ -229,3 +229,19 @@ def test_start_up_is_charged_to_the_first_case_of_a_launch(group_run):
     first, relaunched = records[0], records[2]
     assert first.phases_s["import"] > 0 and relaunched.phases_s["import"] > 0
     assert first.phases_s["launch_total"] > first.phases_s["measure"]
+
+
+# --- the adaptive window, end to end -------------------------------------------------------------
+
+
+def test_the_adaptive_window_stops_on_its_target_with_every_rank_on_the_same_step(tmp_path, fast_spec):
+    spec = fast_spec(gpus_per_node=2, ci_target=0.5, measure_seconds=1.0, max_measure_seconds=8.0,
+                     ci_block_seconds=0.2)
+    record = run_benchmark(spec, tmp_path)
+    assert record.status == "ok", _reason(record)
+    assert record.settings["ci_target"] == 0.5
+    assert record.settings["measure_stop_reason"] in ("CI target", "max time")
+    if record.settings["measure_stop_reason"] == "CI target":  # a loaded CI machine may need the cap
+        assert record.throughput_ci95_rel <= 0.5 and record.ci_blocks >= 3
+    assert record.measure_s >= 1.0
+    assert len({rank.step_time.steps for rank in record.per_rank}) == 1  # all ranks voted to stop together
