@@ -23,7 +23,6 @@ difference; the numbers are for a person to read.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shlex
@@ -33,9 +32,9 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch import (BenchmarkSpec, Rendezvous, failure_record, run_benchmark,  # noqa: E402
+from harness.launch import (BenchmarkSpec, Rendezvous, record_of_launch, run_benchmark,  # noqa: E402
                             supervise, torchrun_command)
-from harness.records import RunRecord, read_record, write_record  # noqa: E402
+from harness.records import RunRecord, write_record  # noqa: E402
 
 
 def rotated_devices(node: int, gpus_per_node: int, nodes: int) -> str:
@@ -70,15 +69,7 @@ def run_as_nodes(spec: BenchmarkSpec, run_dir: Path) -> RunRecord:
     run_id = f"{spec.case_id}-emulated-{uuid.uuid4().hex[:8]}"
     sampler = sampler_for(spec.device, run_dir, enabled=spec.telemetry, period_s=spec.telemetry_period_s)
     outcome = supervise(spec, agents_command(spec, run_dir, run_id), run_dir, run_id, sampler=sampler)
-    record_path = run_dir / "record.json"
-    if outcome.stall is None and outcome.returncode == 0 and record_path.exists():
-        record = read_record(record_path)
-        return dataclasses.replace(record, phases_s={**record.phases_s, "launch_total": outcome.elapsed_s},
-                                   telemetry=outcome.telemetry)
-    record = failure_record(spec, run_id, run_dir, returncode=outcome.returncode, stall=outcome.stall,
-                            elapsed_s=outcome.elapsed_s, phases=outcome.phases)
-    write_record(record_path, record)
-    return record
+    return record_of_launch(spec, run_id, run_dir, outcome)
 
 
 def main() -> int:

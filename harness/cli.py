@@ -4,7 +4,6 @@ find the largest batch, calibrate a new profile, compare two runs."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
@@ -177,15 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
-    # SIGTERM (timeout(1), Slurm at a time limit, a CI runner cancelling) must stop what we started,
-    # as Ctrl-C does: find-max-bs probes and benchmark launches run in sessions of their own.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    from harness.launch import stop_on_sigterm
+
+    # find-max-bs probes and benchmark launches run in sessions of their own: SIGTERM must reach them.
+    stop_on_sigterm()
     try:
         return COMMANDS[ns.command](ns)
     except UsageError as exc:

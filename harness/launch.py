@@ -249,6 +249,12 @@ def run_benchmark(spec: BenchmarkSpec, run_dir: Path, *, run_id: str | None = No
     command = prefix + torchrun_command(spec, run_dir, run_id, rendezvous)
     sampler = sampler_for(spec.device, run_dir, enabled=spec.telemetry, period_s=spec.telemetry_period_s)
     outcome = supervise(spec, command, run_dir, run_id, sampler=sampler)
+    return record_of_launch(spec, run_id, run_dir, outcome)
+
+
+def record_of_launch(spec: BenchmarkSpec, run_id: str, run_dir: Path, outcome: "LaunchOutcome") -> RunRecord:
+    """The record of one case launched alone: the worker's (with the launch's wall time and telemetry)
+    when it finished, else a failure record (written to run_dir) saying why."""
     record_path = run_dir / "record.json"
     if outcome.stall is None and outcome.returncode == 0 and record_path.exists():
         from harness.records import read_record
@@ -294,9 +300,7 @@ def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_id
     launch_dir = Path(launch_dir)
     launch_dir.mkdir(parents=True, exist_ok=True)
     for run_dir in run_dirs:
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        for stale in (*Path(run_dir).glob("rank*"), Path(run_dir) / "record.json"):
-            stale.unlink(missing_ok=True)
+        clear_run_dir(Path(run_dir))
     plan = launch_dir / "plan.json"
     write_json_atomic(plan, json.dumps({"cases": [
         {"run_id": run_id, "argv": worker_args(spec, Path(run_dir), run_id)}
@@ -410,6 +414,24 @@ class LaunchOutcome:
     """time.time() when the launch began."""
 
 
+def clear_run_dir(run_dir: Path) -> None:
+    """Make ``run_dir`` and remove what an earlier launch left in it (phase, failure and pid files,
+    logs, the record), so nothing stale is read as this launch's."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in (*run_dir.glob("rank*"), run_dir / "record.json"):
+        stale.unlink(missing_ok=True)
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM (timeout(1), Slurm at a time limit, a CI runner cancelling) into KeyboardInterrupt,
+    so the launcher's cleanup stops every process it started, as on Ctrl-C."""
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def supervise(spec, command: list[str], run_dir: Path, run_id: str, *, sampler=None) -> LaunchOutcome:
     """Run ``command`` (a torchrun launch) bounded by ``spec``'s time limits; kill all of it afterwards.
 
@@ -418,9 +440,7 @@ def supervise(spec, command: list[str], run_dir: Path, run_id: str, *, sampler=N
     the soak launch their own worker modules through here. ``sampler`` (harness/telemetry.py) is
     started before the launch and stopped before the processes are killed.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in (*run_dir.glob("rank*"), run_dir / "record.json"):
-        stale.unlink(missing_ok=True)
+    clear_run_dir(run_dir)
     (run_dir / "command.json").write_text(json.dumps(command))
     launcher_log = run_dir / "torchrun.log"
     started = time.time()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -631,11 +630,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.xmlpath = str(session.run_dir / "junit.xml")
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
     # process groups and pytest still writes its reports.
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    from harness.launch import stop_on_sigterm
 
-
-def _raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    stop_on_sigterm()
 
 
 def _start_session(config: pytest.Config) -> HarnessSession:

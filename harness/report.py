@@ -729,8 +729,9 @@ def record_facts(record: dict) -> list[tuple[str, str]]:
                                 f"({fmt_number(record.get('warmup_s'))} s){how}"))
     repeats = _dict(settings.get("repeats"))
     if repeats:
-        values = ", ".join(fmt_rate(_num(_dict(run).get("throughput_per_gpu"))) if _num(_dict(run).get("throughput_per_gpu"))
-                           is not None else _str(_dict(run).get("status")) for run in _list(repeats.get("runs")))
+        runs = [_dict(run) for run in _list(repeats.get("runs"))]
+        values = ", ".join(fmt_rate(run["throughput_per_gpu"]) if _num(run.get("throughput_per_gpu")) is not None
+                           else _str(run.get("status")) for run in runs)
         spread = _num(repeats.get("spread_rel"))
         facts.append(("Repeats", f"{_str(repeats.get('rule'))}: {values} {unit}/s per "
                                  f"{'GPU' if device != 'cpu' else 'rank'}"

@@ -285,13 +285,6 @@ def setup(device_kind: str, *, rank: int, local_rank: int, world_size: int, phas
                                  "init": t_initialised - t_imported})
 
 
-def run(args: WorkerArgs, *, rank: int, local_rank: int, world_size: int, phase: Phase) -> None:
-    """One case in a launch of its own."""
-    ctx = setup(args.device, rank=rank, local_rank=local_rank, world_size=world_size, phase=phase)
-    run_case(args, ctx, phase=phase)
-    ctx.dist.destroy_process_group()
-
-
 def run_case(args: WorkerArgs, ctx: Distributed, *, phase: Phase, launch_cases: int = 1, case_index: int = 0) -> None:
     """Build, warm up, probe, measure and record one case on an initialised process group."""
     t_case = time.time()
