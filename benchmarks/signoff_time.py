@@ -12,6 +12,9 @@ throughput, its 95 % CI half-width, the blocks and the reason the window stopped
 ``--times`` >= 2 it also prints whether every test's verdict was the same each time and the
 spread of each case's throughput ((max - min) / median). A summary goes to REPORT_DIR/signoff.json.
 Compare a run against a fixed-long-window run with ``harness compare A B``.
+
+``--include RUN_DIR`` adds run directories written earlier (another call, another day) to the
+stability analysis; ``--times 0 --include A --include B --include C`` only analyses them.
 """
 
 from __future__ import annotations
@@ -76,6 +79,10 @@ def print_run(index: int, wall_s: float, status: int, run: dict) -> None:
     print("time in launches (s, summed over records): " +
           ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in totals.items()) +
           f"; total {sum(totals.values()):.1f}")
+    cis = {name: r["throughput_ci95_rel"] for name, r in records.items() if r.get("throughput_ci95_rel") is not None}
+    if cis:
+        worst = max(cis, key=cis.get)
+        print(f"widest CI95: {cis[worst] * 100:.2f} % ({worst}); {len(cis)} of {len(records)} records have a CI")
     print(f"{'record':<42} {'per GPU':>12} {'CI95':>7} {'blocks':>6} {'stop':<10} {'measure s':>9} {'launch s':>8}")
     for name, record in records.items():
         settings = record.get("settings", {})
@@ -83,7 +90,7 @@ def print_run(index: int, wall_s: float, status: int, run: dict) -> None:
         ci = record.get("throughput_ci95_rel")
         print(f"{name:<42} {per_gpu if per_gpu is None else format(per_gpu, ',.1f'):>12} "
               f"{'-' if ci is None else format(ci * 100, '.2f') + ' %':>7} {record.get('ci_blocks') or '-':>6} "
-              f"{settings.get('measure_stop_reason') or record.get('status'):<10} "
+              f"{settings.get('measure_stop_reason') or record.get('status') or '-':<10} "
               f"{record.get('measure_s') or 0:>9.2f} {record.get('phases_s', {}).get('launch_total', 0):>8.1f}")
 
 
@@ -105,19 +112,38 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--times", type=int, default=1, help="run the suite this many times (>= 2: stability)")
     parser.add_argument("--report-dir", type=Path, default=ROOT / "reports" / "signoff")
+    parser.add_argument("--include", type=Path, action="append", default=[], metavar="RUN_DIR",
+                        help="a run directory from an earlier suite run to add to the stability analysis "
+                             "(repeatable; with --times 0 nothing new is run)")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: arguments for pytest")
     ns = parser.parse_args()
-    if ns.times < 1:
-        parser.error(f"--times {ns.times}: expected a count >= 1")
+    if ns.times < 0 or (ns.times == 0 and not ns.include):
+        parser.error(f"--times {ns.times}: expected a count >= 1 (0 only with --include)")
+    for run_dir in ns.include:
+        if not (run_dir / "runs").is_dir():
+            parser.error(f"--include {run_dir}: not a run directory (no runs/ inside); "
+                         "pass a directory such as reports/20261121-120000-host-h200")
     pytest_args = ns.pytest_args[1:] if ns.pytest_args[:1] == ["--"] else ns.pytest_args
     ns.report_dir = ns.report_dir.resolve()
     summary: dict = {"pytest_args": pytest_args, "runs": []}
     runs = []
-    for index in range(1, ns.times + 1):
+    for index, run_dir in enumerate(ns.include, start=1):
+        run = read_run(run_dir.resolve())
+        runs.append(run)
+        wall_file = run_dir / "signoff-wall.json"  # written beside the run by an earlier signoff_time.py
+        earlier = json.loads(wall_file.read_text()) if wall_file.exists() else {}
+        print(f"\n(included {run_dir})")
+        print_run(index, earlier.get("wall_s", float("nan")), earlier.get("exit_status", -1), run)
+        summary["runs"].append({"run_dir": str(run_dir.resolve()), "included": True,
+                                "wall_s": earlier.get("wall_s"), "verdicts": run["verdicts"],
+                                "throughput_per_gpu": {k: r.get("throughput_per_gpu") for k, r in run["records"].items()},
+                                "ci95_rel": {k: r.get("throughput_ci95_rel") for k, r in run["records"].items()}})
+    for index in range(len(runs) + 1, len(runs) + ns.times + 1):
         wall_s, status, run_dir = run_suite(ns.report_dir, pytest_args)
         if run_dir is None:
             print(f"run {index}: pytest exit {status} and no run directory under {ns.report_dir}: nothing to read")
             return 2
+        (run_dir / "signoff-wall.json").write_text(json.dumps({"wall_s": wall_s, "exit_status": status}))
         run = read_run(run_dir)
         runs.append(run)
         print_run(index, wall_s, status, run)

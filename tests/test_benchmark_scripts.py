@@ -54,3 +54,43 @@ def test_signoff_sums_the_phases_of_every_record():
     totals = signoff.phase_totals({"x": {"phases_s": {"build": 1.5, "measure": 2.0}},
                                    "y": {"phases_s": {"build": 0.5, "launch_total": 99.0}}})
     assert totals["build"] == 2.0 and totals["measure"] == 2.0 and "launch_total" not in totals
+
+
+def _write_run_dir(root, name, outcome, throughput, ci):
+    import json
+
+    run_dir = root / name
+    (run_dir / "runs").mkdir(parents=True)
+    (run_dir / "report.json").write_text(json.dumps({"tests": [
+        {"nodeid": "test_scaling.py::test_weak_scaling[m-bf16-1gpu]", "outcome": outcome}]}))
+    (run_dir / "runs" / "m-bf16-weak-1gpu.json").write_text(json.dumps(
+        {"throughput_per_gpu": throughput, "throughput_ci95_rel": ci, "phases_s": {"measure": 2.0}}))
+    return run_dir
+
+
+def test_signoff_analyses_runs_of_earlier_calls_without_running_anything(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    first = _write_run_dir(tmp_path, "one", "passed", 100.0, 0.002)
+    second = _write_run_dir(tmp_path, "two", "failed", 104.0, 0.004)
+    out = tmp_path / "summary"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "signoff_time.py"), "--times", "0", "--include", str(first),
+                           "--include", str(second), "--report-dir", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "$ " not in done.stdout  # no pytest was started
+    assert "widest CI95: 0.40 % (m-bf16-weak-1gpu)" in done.stdout
+    assert "1 with a verdict that changed" in done.stdout and "CHANGED test_weak_scaling[m-bf16-1gpu]" in done.stdout
+    summary = json.loads((out / "signoff.json").read_text())
+    assert summary["stability"]["spread"]["m-bf16-weak-1gpu"]["spread_rel"] == pytest.approx(4.0 / 102.0)
+
+
+def test_signoff_refuses_an_include_that_is_not_a_run_directory(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "signoff_time.py"), "--times", "0", "--include",
+                           str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 2 and "not a run directory (no runs/ inside)" in done.stderr
+    assert "Traceback" not in done.stderr
