@@ -124,6 +124,10 @@ class Comparison:
 # Reading a run directory (the I/O edge)
 
 
+# Keys that mark a session result as something other than a benchmark case (see harness.plugin).
+NOT_BENCHMARK_RESULTS = ("interconnect", "topology", "soak")
+
+
 def load_run_set(path: str | Path) -> RunSet:
     """Records and verdicts of a run directory, or of its session.json / report.json."""
     path = Path(path)
@@ -190,6 +194,8 @@ def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str
         raise CompareError(f"{file}: neither a session.json (no 'results') nor a report.json (no 'tests')")
     records, verdicts = [], {}
     for result in results:
+        if any(key in result for key in NOT_BENCHMARK_RESULTS):
+            continue  # all-reduce, topology and soak results hold no benchmark run record to compare
         try:
             record = RunRecord.from_dict(result["record"])
         except (KeyError, ValueError, TypeError) as exc:

@@ -186,3 +186,22 @@ def test_changes_beyond_both_confidence_intervals_are_flagged(tmp_path):
     b_large = load_run_set(write_run_dir(tmp_path / "c", [make_record(per_gpu=95.0, ci=0.01)]))
     assert not compare(a, b_small).rows[0].beyond_noise  # 1 % < 1 % + 1 %
     assert compare(a, b_large).rows[0].beyond_noise  # 5 % > 2 %
+
+
+def test_interconnect_topology_and_soak_results_are_left_out_not_refused(two_runs, tmp_path):
+    """A default run's session.json also holds the all-reduce, topology and soak tests, which carry no
+    benchmark record (found on 4 x H200: compare refused every default run directory)."""
+    after = two_runs[1]
+    session = json.loads((after / "session.json").read_text())
+    session["results"].update({
+        "test_interconnect.py::test_allreduce_bus_bandwidth[2gpu]": {
+            "case": "allreduce-2gpu", "checks": [], "interconnect": {"busbw_gbps": 343.5},
+            "record": {"run_id": "ar2", "telemetry": None}},
+        "test_interconnect.py::test_topology": {"case": "topology", "checks": [], "topology": {}},
+        "test_soak.py::test_soak": {"case": "soak", "checks": [], "soak": {}, "record": {"run_id": "s", "telemetry": None}},
+    })
+    (after / "session.json").write_text(json.dumps(session))
+    (after / "runs").rename(tmp_path / "moved-runs")  # read the records from session.json itself
+    run_set = load_run_set(after)
+    assert {r.run_id for r in run_set.records} == {"b1", "b2", "b4"}
+    assert run_set.verdicts["b2"] == "FAIL"
