@@ -97,7 +97,7 @@ class JudgedProbe:
 
     def describe_verdict(self) -> str:
         if self.verdict == "over_fraction":
-            return f"over the limit ({self.limit_gib:.1f} GiB)"
+            return f"over the limit ({self.limit_gib:.2f} GiB)"
         if self.verdict == "oom":
             return "OOM"
         if self.verdict == "error":

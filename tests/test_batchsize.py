@@ -203,8 +203,18 @@ def test_table_is_sorted_by_batch_and_names_each_verdict():
     batches = [int(line.split()[0]) for line in lines[1:]]
     assert batches == sorted(batches)
     text = "\n".join(lines)
-    assert "OOM" in text and "over the limit (72.0 GiB)" in text and "fits" in text
+    assert "OOM" in text and "over the limit (72.00 GiB)" in text and "fits" in text
     assert "140 (peak 72.00 GiB of 80.0 GiB = 90%; limit 90%)" in recommendation(result, "resnet50", "bf16")
+
+
+def test_a_peak_just_over_the_limit_does_not_read_as_equal_to_it():
+    """H100: 1088 peaked at 71.28 GiB over a limit of 0.9 x 79.19 = 71.27 GiB; one decimal printed
+    "71.28 ... over the limit (71.3 GiB)", which read as a contradiction."""
+    from harness.batchsize import ProbeResult, judge
+
+    probe = judge(ProbeResult(batch_size=1088, outcome="ran", peak_memory_gib=71.28, total_memory_gib=79.19), 0.9)
+    assert probe.verdict == "over_fraction"
+    assert probe.describe_verdict() == "over the limit (71.27 GiB)"
 
 
 @pytest.mark.parametrize("message, oom", [
