@@ -5,15 +5,18 @@ A and B are run directories as ``make acceptance`` writes them (``reports/<run-i
 case each), or a ``session.json`` / ``report.json`` of such a directory. Per case
 (model-precision-scaling-GPUs), both sides show per-GPU throughput with its relative change,
 scaling efficiency with its change in points, and the status (the verdict when the directory has
-one, else the run's status). Cases found on one side only are listed.
+one, else the run's status). Cases found on one side only are listed. When both sides ran the
+all-reduce test, its bus bandwidth at the largest message both measured is compared per GPU count
+(an NCCL or driver upgrade shows there first).
 
 Statistics: a case with several records (calibration repeats) shows the median of its successful
 runs. Efficiency is recomputed from the records on each side, as the verdict does: weak = per-GPU
 throughput at N / at 1 GPU with the same per-GPU batch; strong = total throughput at N / at 1 GPU
 with the same global batch, over N. A throughput change is flagged ``*`` when it exceeds the sum of
-both runs' 95 % confidence half-widths, which is within-run noise only: run-to-run spread on a
-healthy node is of the same order (0.3 % on H200, docs/measurements.md), so read a ``*`` below
-about 1 % as noise, not a finding.
+both runs' 95 % confidence half-widths, which is within-run noise only. Run-to-run spread on a
+healthy node is larger: over three sign-offs on 4 x H200, at most 0.62 % for bf16, ViT and BERT
+cases and up to 4.5 % for ResNet fp16, whose loss scaler syncs with the host every step
+(docs/measurements.md). Read a ``*`` below about 1 % (5 % for ResNet fp16) as noise, not a finding.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.records import RunRecord
@@ -43,6 +46,9 @@ class RunSet:
     profile: str | None = None
     """The threshold profile the run was judged against, when known."""
     read_from: str = ""
+    allreduce_busbw_gbps: dict[tuple[int, int], float] = field(default_factory=dict)
+    """(GPUs, message bytes) -> all-reduce bus bandwidth in GB/s, from session.json when the run had
+    the all-reduce test."""
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -112,12 +118,27 @@ class Row:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class AllreduceRow:
+    """The all-reduce bus bandwidth of one GPU count on both sides, at the largest message both ran."""
+
+    gpus: int
+    size_bytes: int
+    a_gbps: float
+    b_gbps: float
+
+    @property
+    def change(self) -> float:
+        return (self.b_gbps - self.a_gbps) / self.a_gbps
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Comparison:
     a: RunSet
     b: RunSet
     rows: tuple[Row, ...]
     only_a: tuple[CaseSummary, ...]
     only_b: tuple[CaseSummary, ...]
+    allreduce: tuple[AllreduceRow, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,15 +159,18 @@ def load_run_set(path: str | Path) -> RunSet:
         records, verdicts, profile = _read_summary_file(path)
         if not records:
             raise CompareError(f"{path}: holds no run records (no test ran a benchmark)")
-        return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=path.name)
+        return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=path.name,
+                      allreduce_busbw_gbps=_read_allreduce(path))
     runs_dir = path / "runs"
     record_files = sorted(runs_dir.glob("*.json")) if runs_dir.is_dir() else []
     summary_file = next((path / name for name in ("session.json", "report.json") if (path / name).is_file()), None)
     verdicts: dict[str, str] = {}
     profile = None
     summary_records: list[RunRecord] = []
+    allreduce: dict[tuple[int, int], float] = {}
     if summary_file is not None:
         summary_records, verdicts, profile = _read_summary_file(summary_file)
+        allreduce = _read_allreduce(summary_file)
     if record_files:
         records = [_read_record_file(file) for file in record_files]
         read_from = "runs/*.json" + (f" + {summary_file.name}" if summary_file else "")
@@ -156,7 +180,19 @@ def load_run_set(path: str | Path) -> RunSet:
     else:
         raise CompareError(f"{path}: no run records here: expected runs/*.json, session.json or report.json "
                            f"(a run directory of `make acceptance` or `harness calibrate`){_subdir_hint(path)}")
-    return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=read_from)
+    return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=read_from,
+                  allreduce_busbw_gbps=allreduce)
+
+
+def _read_allreduce(file: Path) -> dict[tuple[int, int], float]:
+    """(GPUs, bytes) -> bus bandwidth from a session.json's ``interconnect.allreduce`` rows; {} when the
+    file has none (a report.json, a run without the all-reduce test) or they are malformed."""
+    try:
+        rows = ((json.loads(file.read_text()).get("interconnect") or {}).get("allreduce")) or []
+        return {(int(row["gpus"]), int(row["size_bytes"])): float(row["busbw_gbps"])
+                for row in rows if row.get("correct", True) and row.get("busbw_gbps")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}  # the cases are what compare is for; a damaged interconnect section only loses its rows
 
 
 def _subdir_hint(path: Path) -> str:
@@ -262,7 +298,27 @@ def compare(a: RunSet, b: RunSet) -> Comparison:
     rows = tuple(Row(key=key, a=summary_a[key], b=summary_b[key]) for key in sorted(summary_a) if key in summary_b)
     return Comparison(a=a, b=b, rows=rows,
                       only_a=tuple(summary_a[key] for key in sorted(summary_a) if key not in summary_b),
-                      only_b=tuple(summary_b[key] for key in sorted(summary_b) if key not in summary_a))
+                      only_b=tuple(summary_b[key] for key in sorted(summary_b) if key not in summary_a),
+                      allreduce=compare_allreduce(a.allreduce_busbw_gbps, b.allreduce_busbw_gbps))
+
+
+def compare_allreduce(a: dict[tuple[int, int], float], b: dict[tuple[int, int], float]) -> tuple[AllreduceRow, ...]:
+    """Per GPU count run on both sides, the largest message size both measured (where bus bandwidth
+    has saturated, and what the profiles' bounds are set at)."""
+    rows = []
+    for gpus in sorted({g for g, _ in a} & {g for g, _ in b}):
+        common = [size for g, size in a if g == gpus and (g, size) in b]
+        if common:
+            size = max(common)
+            rows.append(AllreduceRow(gpus=gpus, size_bytes=size, a_gbps=a[(gpus, size)], b_gbps=b[(gpus, size)]))
+    return tuple(rows)
+
+
+def _size(size_bytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale and size_bytes % scale == 0:
+            return f"{size_bytes // scale} {unit}"
+    return f"{size_bytes} B"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,10 +386,15 @@ def format_comparison(comparison: Comparison) -> str:
             lines.append(f"only in {side}:")
             lines.extend(f"  {summary.key.label:34} {_number(summary.throughput_per_gpu):>13} "
                          f"{summary.sample_unit}/s per GPU  {summary.status}" for summary in only)
+    if comparison.allreduce:
+        lines.append("")
+        lines.append(f"{'all-reduce bus bandwidth':34} {'GB/s A':>13} {'B':>11} {'change':>8}")
+        lines.extend(f"{f'{row.gpus} GPUs, {_size(row.size_bytes)}':34} {row.a_gbps:>13,.1f} {row.b_gbps:>11,.1f} "
+                     f"{row.change * 100:>+6.1f} %" for row in comparison.allreduce)
     lines.append("")
     lines.append("per-GPU throughput in images/s or sequences/s (by model), median of a case's successful runs; "
                  "change = (B - A) / A; efficiency changes in points; * = beyond both runs' 95 % CIs "
-                 "(within-run noise only)")
+                 "(within-run noise only; run-to-run spread is larger, see docs/calibration.md)")
     return "\n".join(lines)
 
 

@@ -205,3 +205,34 @@ def test_interconnect_topology_and_soak_results_are_left_out_not_refused(two_run
     run_set = load_run_set(after)
     assert {r.run_id for r in run_set.records} == {"b1", "b2", "b4"}
     assert run_set.verdicts["b2"] == "FAIL"
+
+
+def _with_allreduce(run_dir: Path, rows) -> None:
+    session = json.loads((run_dir / "session.json").read_text())
+    session["interconnect"] = {"allreduce": rows}
+    (run_dir / "session.json").write_text(json.dumps(session))
+
+
+def test_allreduce_bandwidth_is_compared_at_the_largest_size_both_sides_ran(two_runs):
+    before, after = two_runs
+    gib = 1 << 30
+    _with_allreduce(before, [{"gpus": 2, "size_bytes": gib, "busbw_gbps": 340.0, "correct": True},
+                             {"gpus": 2, "size_bytes": 8 * gib, "busbw_gbps": 343.5, "correct": True},
+                             {"gpus": 4, "size_bytes": gib, "busbw_gbps": 353.3, "correct": True}])
+    _with_allreduce(after, [{"gpus": 2, "size_bytes": gib, "busbw_gbps": 300.0, "correct": True},
+                            {"gpus": 2, "size_bytes": 8 * gib, "busbw_gbps": 5.259, "correct": True},
+                            {"gpus": 8, "size_bytes": gib, "busbw_gbps": 330.0, "correct": True}])
+    comparison = compare(load_run_set(before), load_run_set(after))
+    assert [(row.gpus, row.size_bytes) for row in comparison.allreduce] == [(2, 8 * gib)]  # 4 and 8: one side only
+    assert comparison.allreduce[0].change == pytest.approx(5.259 / 343.5 - 1)
+    text = format_comparison(comparison)
+    assert "2 GPUs, 8 GiB" in text and "343.5" in text and "-98.5 %" in text
+
+
+def test_a_run_without_the_allreduce_test_shows_no_allreduce_section(two_runs):
+    before, after = two_runs
+    _with_allreduce(before, [{"gpus": 2, "size_bytes": 1 << 30, "busbw_gbps": 340.0}])
+    _with_allreduce(after, "not a list of rows")  # a damaged section loses its rows, not the comparison
+    comparison = compare(load_run_set(before), load_run_set(after))
+    assert comparison.allreduce == ()
+    assert "all-reduce" not in format_comparison(comparison)
