@@ -686,8 +686,10 @@ def record_facts(record: dict) -> list[tuple[str, str]]:
     per_gpu, total = _num(record.get("throughput_per_gpu")), _num(record.get("throughput_total"))
     if per_gpu is not None:
         ci = _num(record.get("throughput_ci95_rel"))
-        ci_text = (f" (95 % CI ±{ci * 100:.2f} % from {_str(record.get('ci_blocks'), '?')} batch means)"
-                   if ci is not None else "")
+        # What the CI covers matters to whoever signs: on 4 x H200 figures moved between runs by more
+        # than their CIs (docs/measurements.md), so the line says it is within-window noise.
+        ci_text = (f" (95 % CI ±{ci * 100:.2f} % from {_str(record.get('ci_blocks'), '?')} batch means: "
+                   "the noise within this window, not between runs)" if ci is not None else "")
         facts.append(("Throughput per " + ("GPU" if device != "cpu" else "rank"),
                       f"{fmt_rate(per_gpu)} {unit}/s{ci_text}"))
     if total is not None:

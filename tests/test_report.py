@@ -142,6 +142,7 @@ def test_each_check_is_measured_against_its_bound(h200_dir: Path):
     assert "slowest rank 3 (host vm, GPU 3), fastest rank 2 (host vm, GPU 2)" in case
     assert "NOT EVALUATED" in case and "GPU telemetry is not collected by this harness version yet" in case
     assert "MFU" in case and "25.8 %" in case and "95 % CI ±0.08 %" in case
+    assert "the noise within this window, not between runs" in case
 
 
 def test_thresholds_section_shows_the_bounds_and_their_sources(h200_dir: Path):
