@@ -94,6 +94,13 @@ def print_run(index: int, wall_s: float, status: int, run: dict) -> None:
               f"{record.get('measure_s') or 0:>9.2f} {record.get('phases_s', {}).get('launch_total', 0):>8.1f}")
 
 
+def run_summary(run_dir: Path, run: dict, **facts) -> dict:
+    """One run's entry in signoff.json: where it is, the facts given, its verdicts, figures and CIs."""
+    return {"run_dir": str(run_dir), **facts, "verdicts": run["verdicts"],
+            "throughput_per_gpu": {k: r.get("throughput_per_gpu") for k, r in run["records"].items()},
+            "ci95_rel": {k: r.get("throughput_ci95_rel") for k, r in run["records"].items()}}
+
+
 def stability(runs: list[dict]) -> dict:
     """Same verdict every time per test, and each record's throughput spread over the runs."""
     tests = sorted(set().union(*(run["verdicts"] for run in runs)))
@@ -128,16 +135,14 @@ def main() -> int:
     summary: dict = {"pytest_args": pytest_args, "runs": []}
     runs = []
     for index, run_dir in enumerate(ns.include, start=1):
-        run = read_run(run_dir.resolve())
+        run_dir = run_dir.resolve()
+        run = read_run(run_dir)
         runs.append(run)
         wall_file = run_dir / "signoff-wall.json"  # written beside the run by an earlier signoff_time.py
         earlier = json.loads(wall_file.read_text()) if wall_file.exists() else {}
         print(f"\n(included {run_dir})")
         print_run(index, earlier.get("wall_s", float("nan")), earlier.get("exit_status", -1), run)
-        summary["runs"].append({"run_dir": str(run_dir.resolve()), "included": True,
-                                "wall_s": earlier.get("wall_s"), "verdicts": run["verdicts"],
-                                "throughput_per_gpu": {k: r.get("throughput_per_gpu") for k, r in run["records"].items()},
-                                "ci95_rel": {k: r.get("throughput_ci95_rel") for k, r in run["records"].items()}})
+        summary["runs"].append(run_summary(run_dir, run, included=True, wall_s=earlier.get("wall_s")))
     for index in range(len(runs) + 1, len(runs) + ns.times + 1):
         wall_s, status, run_dir = run_suite(ns.report_dir, pytest_args)
         if run_dir is None:
@@ -147,10 +152,8 @@ def main() -> int:
         run = read_run(run_dir)
         runs.append(run)
         print_run(index, wall_s, status, run)
-        summary["runs"].append({"run_dir": str(run_dir), "wall_s": wall_s, "exit_status": status,
-                                "phase_totals_s": phase_totals(run["records"]), "verdicts": run["verdicts"],
-                                "throughput_per_gpu": {k: r.get("throughput_per_gpu") for k, r in run["records"].items()},
-                                "ci95_rel": {k: r.get("throughput_ci95_rel") for k, r in run["records"].items()}})
+        summary["runs"].append(run_summary(run_dir, run, wall_s=wall_s, exit_status=status,
+                                           phase_totals_s=phase_totals(run["records"])))
     if len(runs) > 1:
         result = stability(runs)
         summary["stability"] = result

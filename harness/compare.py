@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.interconnect import size_label
 from harness.records import RunRecord
 
 
@@ -156,11 +157,11 @@ def load_run_set(path: str | Path) -> RunSet:
         raise CompareError(f"{path}: no such file or directory; give a run directory such as reports/<run-id>/ "
                            "(or reports/latest)")
     if path.is_file():
-        records, verdicts, profile = _read_summary_file(path)
+        records, verdicts, profile, allreduce = _read_summary_file(path)
         if not records:
             raise CompareError(f"{path}: holds no run records (no test ran a benchmark)")
         return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=path.name,
-                      allreduce_busbw_gbps=_read_allreduce(path))
+                      allreduce_busbw_gbps=allreduce)
     runs_dir = path / "runs"
     record_files = sorted(runs_dir.glob("*.json")) if runs_dir.is_dir() else []
     summary_file = next((path / name for name in ("session.json", "report.json") if (path / name).is_file()), None)
@@ -169,8 +170,7 @@ def load_run_set(path: str | Path) -> RunSet:
     summary_records: list[RunRecord] = []
     allreduce: dict[tuple[int, int], float] = {}
     if summary_file is not None:
-        summary_records, verdicts, profile = _read_summary_file(summary_file)
-        allreduce = _read_allreduce(summary_file)
+        summary_records, verdicts, profile, allreduce = _read_summary_file(summary_file)
     if record_files:
         records = [_read_record_file(file) for file in record_files]
         read_from = "runs/*.json" + (f" + {summary_file.name}" if summary_file else "")
@@ -184,14 +184,14 @@ def load_run_set(path: str | Path) -> RunSet:
                   allreduce_busbw_gbps=allreduce)
 
 
-def _read_allreduce(file: Path) -> dict[tuple[int, int], float]:
-    """(GPUs, bytes) -> bus bandwidth from a session.json's ``interconnect.allreduce`` rows; {} when the
-    file has none (a report.json, a run without the all-reduce test) or they are malformed."""
+def _allreduce_of(data: dict) -> dict[tuple[int, int], float]:
+    """(GPUs, bytes) -> bus bandwidth from a session.json's ``interconnect.allreduce`` rows; {} when it
+    has none (a report.json, a run without the all-reduce test) or they are malformed."""
     try:
-        rows = ((json.loads(file.read_text()).get("interconnect") or {}).get("allreduce")) or []
+        rows = ((data.get("interconnect") or {}).get("allreduce")) or []
         return {(int(row["gpus"]), int(row["size_bytes"])): float(row["busbw_gbps"])
                 for row in rows if row.get("correct", True) and row.get("busbw_gbps")}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return {}  # the cases are what compare is for; a damaged interconnect section only loses its rows
 
 
@@ -211,8 +211,10 @@ def _read_record_file(file: Path) -> RunRecord:
         raise CompareError(f"{file}: not a readable run record: {exc}") from None
 
 
-def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str | None]:
-    """session.json (plugin summary) or report.json (pytest-json-report): records, verdicts, profile."""
+def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str | None,
+                                            dict[tuple[int, int], float]]:
+    """session.json (plugin summary) or report.json (pytest-json-report): records, verdicts, profile and
+    all-reduce bus bandwidths."""
     try:
         data = json.loads(file.read_text())
     except (OSError, ValueError) as exc:
@@ -239,7 +241,7 @@ def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str
         records.append(record)
         checks = result.get("checks") or []
         verdicts[record.run_id] = "FAIL" if any(check.get("passed") is False for check in checks) else "PASS"
-    return records, verdicts, profile
+    return records, verdicts, profile, _allreduce_of(data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,12 +316,6 @@ def compare_allreduce(a: dict[tuple[int, int], float], b: dict[tuple[int, int], 
     return tuple(rows)
 
 
-def _size(size_bytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size_bytes >= scale and size_bytes % scale == 0:
-            return f"{size_bytes // scale} {unit}"
-    return f"{size_bytes} B"
-
 
 # ---------------------------------------------------------------------------------------------
 # Output
@@ -389,7 +385,7 @@ def format_comparison(comparison: Comparison) -> str:
     if comparison.allreduce:
         lines.append("")
         lines.append(f"{'all-reduce bus bandwidth':34} {'GB/s A':>13} {'B':>11} {'change':>8}")
-        lines.extend(f"{f'{row.gpus} GPUs, {_size(row.size_bytes)}':34} {row.a_gbps:>13,.1f} {row.b_gbps:>11,.1f} "
+        lines.extend(f"{f'{row.gpus} GPUs, {size_label(row.size_bytes)}':34} {row.a_gbps:>13,.1f} {row.b_gbps:>11,.1f} "
                      f"{row.change * 100:>+6.1f} %" for row in comparison.allreduce)
     lines.append("")
     lines.append("per-GPU throughput in images/s or sequences/s (by model), median of a case's successful runs; "

@@ -32,11 +32,9 @@ tag, time limits, hang detection and process cleanup; the telemetry sampler runs
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import math
 import os
-import signal
 import socket
 import sys
 import time
@@ -189,19 +187,10 @@ def start_rank(run_dir: Path) -> tuple[int, int, int, RankPhase]:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stdout = os.fdopen(1, "w", buffering=1)
-    sys.stderr = os.fdopen(2, "w", buffering=1)
-    try:  # die with torchrun, so a killed launcher leaves no orphan (PR_SET_PDEATHSIG)
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    except OSError:
-        pass
+    from harness.worker import _die_with_parent, _redirect_output
+
+    _redirect_output(run_dir / f"rank{rank}.log")
+    _die_with_parent()  # a killed launcher leaves no orphan sweep
     return rank, local_rank, world_size, RankPhase(run_dir, rank)
 
 

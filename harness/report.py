@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness import svg
+from harness.interconnect import size_label
 
 FIELD_CHARS = 4000
 """Longest single string kept from any input (a profile description, a failure message)."""
@@ -1035,17 +1036,10 @@ def interconnect_charts(header: dict, raw_profile: dict) -> list[Any]:
                                      color=color, dashed=True))
     if not series:
         return []
-    ticks = [(x, _bytes_label(2 ** x)) for x in sorted(sizes)][:: max(1, len(sizes) // 8)]
+    ticks = [(x, size_label(2 ** x)) for x in sorted(sizes)][:: max(1, len(sizes) // 8)]
     return [svg.line_chart(title="all-reduce bus bandwidth (GB/s)", series=series, x_ticks=ticks,
                            x_label="message size", y_label="GB/s", width=520)]
 
-
-def _bytes_label(size: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}"
-        size /= 1024
-    return f"{size:.0f} TiB"
 
 
 # --- the whole view --------------------------------------------------------------------------
