@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from harness.compilecache import summary as compile_cache_summary  # noqa: E402
 PHASES = ("process_start", "import", "init", "build", "warmup", "probe", "measure", "gather")
 
 
@@ -91,7 +93,8 @@ def print_run(index: int, wall_s: float, status: int, run: dict) -> None:
         print(f"{name:<42} {per_gpu if per_gpu is None else format(per_gpu, ',.1f'):>12} "
               f"{'-' if ci is None else format(ci * 100, '.2f') + ' %':>7} {record.get('ci_blocks') or '-':>6} "
               f"{settings.get('measure_stop_reason') or record.get('status') or '-':<10} "
-              f"{record.get('measure_s') or 0:>9.2f} {record.get('phases_s', {}).get('launch_total', 0):>8.1f}")
+              f"{record.get('measure_s') or 0:>9.2f} {record.get('phases_s', {}).get('launch_total', 0):>8.1f}"
+              + (f"  compile {compile_cache_summary(record['compile_cache'])}" if record.get("compile_cache") else ""))
 
 
 def run_summary(run_dir: Path, run: dict, **facts) -> dict:

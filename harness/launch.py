@@ -183,14 +183,6 @@ def worker_args(spec: BenchmarkSpec, run_dir: Path, run_id: str) -> list[str]:
     ]
 
 
-def compile_cache_env(root: Path) -> dict[str, str]:
-    """torch.compile's on-disk caches under ``root``: a second run with the same models, shapes and
-    software skips most of the 15-45 s of compilation per case. Inductor's FX-graph and AOT-autograd
-    caches live under TORCHINDUCTOR_CACHE_DIR, the compiled Triton kernels under TRITON_CACHE_DIR."""
-    return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TRITON_CACHE_DIR": str(root / "triton"),
-            "TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
-
-
 def launch_env(spec: BenchmarkSpec, run_id: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(spec.extra_env)

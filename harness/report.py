@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness import svg
+from harness.compilecache import summary as compile_cache_summary
 from harness.interconnect import size_label
 
 FIELD_CHARS = 4000
@@ -754,6 +755,9 @@ def record_facts(record: dict) -> list[tuple[str, str]]:
     if batch:
         facts.append(("Batch", f"{batch} per {'GPU' if device != 'cpu' else 'rank'}, {_str(record.get('precision'))}"
                                f"{', torch.compile' if record.get('compile') else ''}"))
+    cache = compile_cache_summary(_dict(record.get("compile_cache")))
+    if cache:
+        facts.append(("Compile caches", cache))
     return facts
 
 

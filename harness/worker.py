@@ -313,6 +313,11 @@ def run_case(args: WorkerArgs, ctx: Distributed, *, phase: Phase, launch_cases: 
             torch.cuda.empty_cache()  # and its cached blocks: this case's batch must find the memory free
 
     torch.manual_seed(1234 + rank)
+    from harness import compilecache
+
+    # Compilation happens in the first warmup steps; counting over the whole case says whether it was
+    # compiled or found in the caches (on which ranks), which is most of a compiled case's wall time.
+    cache_lookups_before = compilecache.lookups() if args.compile else None
     ddp = recipe.build_ddp(spec, device)
     step_fn = recipe.TrainStep(torch.compile(ddp) if args.compile else ddp, ddp.parameters(), spec, args.precision,
                                device, args.batch_size_per_gpu)
@@ -402,6 +407,7 @@ def run_case(args: WorkerArgs, ctx: Distributed, *, phase: Phase, launch_cases: 
         "device_name": device_name, "step_times_ms": step_times_ms, "window_s": window_s,
         "compute_step_ms": compute_step_ms, "peak_memory_gib": peak_memory_gib,
         "loss_finite": loss_finite, "final_loss": final_loss, "ci_block_steps": blocks, "stop_reason": stop_reason,
+        "compile_cache": compilecache.delta(cache_lookups_before, compilecache.lookups()) if args.compile else None,
     }
     gathered: list[dict] = [None] * world_size  # type: ignore[list-item]
     dist.all_gather_object(gathered, mine)
@@ -642,7 +648,7 @@ def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict
                  warmup_s: float, measured_steps: int, phases_s: dict[str, float], versions, nodes: int,
                  launch: dict | None = None):
     """Turn every rank's raw timings into the run record (pure: no torch, unit-testable)."""
-    from harness import recipe
+    from harness import compilecache, recipe
     from harness.records import RankStats, RunRecord
     from harness.stats import step_time_stats, straggler, throughput_ci95_rel
 
@@ -685,6 +691,7 @@ def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict
         warmup_steps=warmup_steps, warmup_s=warmup_s, measured_steps=measured_steps, measure_s=window_s,
         device_name=gathered[0]["device_name"], hosts=tuple(dict.fromkeys(g["host"] for g in gathered)),
         versions=versions, phases_s=phases_s,
+        compile_cache=compilecache.combine([g.get("compile_cache") for g in sorted(gathered, key=lambda g: g["rank"])]),
         settings={
             "warmup_seconds": args.warmup_seconds, "max_warmup_seconds": args.max_warmup_seconds,
             "min_warmup_steps": args.min_warmup_steps, "measure_seconds": args.measure_seconds,
