@@ -200,7 +200,11 @@ class HarnessSession:
         profile = self.profile
         models = self.selected("harness_models", profile.models)
         precisions = self.selected("harness_precisions", profile.precisions)
-        gpus = sorted({int(g) for g in self.selected("harness_gpus", profile.gpu_counts)})
+        # Compiling, the widest GPU count goes first: its launch compiles every graph for each of its
+        # GPUs at once (Inductor's cache key holds the device index), and the narrower launches after
+        # it, the 1-GPU baselines included, find their graphs cached (harness/compilecache.py).
+        gpus = sorted({int(g) for g in self.selected("harness_gpus", profile.gpu_counts)},
+                      reverse=bool(self.config.getoption("harness_compile")))
         params = []
         # Single-node cases, then the same GPU counts per node on each multi-node count (Slurm).
         layouts = [(1, count) for count in gpus] + [(n, count) for n in self.node_counts() for count in gpus]
@@ -285,11 +289,11 @@ class HarnessSession:
         """The environment that keeps torch.compile's caches where the next run finds them."""
         if not self.config.getoption("harness_compile"):
             return {}
-        from harness.launch import compile_cache_env
+        from harness.compilecache import cache_env
 
         chosen = self.config.getoption("harness_compile_cache")
         root = Path(chosen) if chosen else Path(self.config.getoption("harness_report_dir")) / ".compile-cache"
-        return compile_cache_env(root.resolve())
+        return cache_env(root.resolve())
 
     @property
     def repeats(self) -> int:
@@ -363,6 +367,12 @@ class HarnessSession:
         if key not in self.baselines:
             self.baselines[key] = self.launch(one, label=spec.case_id)
         return self.baselines[key]
+
+    def measured_baseline(self, case: Case) -> RunRecord | None:
+        """This 1-GPU case's record when it already ran as another case's baseline; else None."""
+        if case.world_size != 1:
+            return None
+        return self.baselines.get((case.model, case.precision, self.spec_for(case).per_gpu_batch))
 
     def remember_baseline(self, case: Case, record: RunRecord) -> None:
         if case.world_size == 1:
@@ -482,7 +492,8 @@ class HarnessSession:
 
         bounds = self.profile.bounds(case.model, case.precision)
         if case.scaling == "weak":
-            record = self.launch(case)
+            # A 1-GPU case may have run already as a wider case's baseline (compiling, the widest go first).
+            record = self.measured_baseline(case) or self.launch(case)
             self.remember_baseline(case, record)
             baseline = self.baseline(case) if case.world_size > 1 and record.ok else None
             checks = verdict.weak_scaling_checks(record, baseline, bounds, telemetry_note=self.telemetry_note())

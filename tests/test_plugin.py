@@ -277,6 +277,19 @@ def test_bad_repeats_or_ci_target_is_a_usage_error(suite, args, message):
     assert launcher.calls == []
 
 
+def test_compiling_launches_the_widest_gpu_count_first_so_the_narrower_ones_find_the_cache(suite):
+    # Inductor's cache key holds the device index: the 2-GPU launch compiles for cuda:0 and cuda:1 at
+    # once, and the 1-GPU baseline after it finds cuda:0's graphs. Each test keeps its own verdict.
+    run, launcher, _ = suite
+    result = run("-v", "--gpus", "1,2", "--harness-compile")
+    result.assert_outcomes(passed=2)
+    assert launcher.calls == ["tiny_bert-bf16-weak-2gpu", "tiny_bert-bf16-weak-1gpu"]
+    result.stdout.fnmatch_lines(["*tiny_bert-bf16-2gpu? PASSED*", "*tiny_bert-bf16-1gpu? PASSED*"])
+    launcher.calls.clear()
+    run("--gpus", "1,2").assert_outcomes(passed=2)  # eager: narrowest first, as before
+    assert launcher.calls == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"]
+
+
 def test_compile_asks_for_torch_compile_with_caches_kept_beside_the_reports(suite, pytester):
     run, launcher, _ = suite
     run("--gpus", "1", "--harness-compile").assert_outcomes(passed=1)
