@@ -86,6 +86,18 @@ def test_signoff_analyses_runs_of_earlier_calls_without_running_anything(tmp_pat
     assert summary["stability"]["spread"]["m-bf16-weak-1gpu"]["spread_rel"] == pytest.approx(4.0 / 102.0)
 
 
+def test_signoff_says_how_each_compiled_record_found_its_graphs(capsys):
+    signoff = _load("signoff_time")
+    cache = {"aot_autograd_hits": 0, "aot_autograd_misses": 10, "aot_autograd_bypasses": 0, "fx_graph_hits": 0,
+             "fx_graph_misses": 20, "fx_graph_bypasses": 0, "ranks": 1, "ranks_with_misses": [0]}
+    signoff.print_run(1, 10.0, 0, {"verdicts": {}, "records": {
+        "m-bf16-weak-1gpu": {"throughput_per_gpu": 100.0, "compile_cache": cache, "phases_s": {}},
+        "e-bf16-weak-1gpu": {"throughput_per_gpu": 100.0, "phases_s": {}}}})
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if "-weak-" in line}
+    assert lines["m-bf16-weak-1gpu"].endswith("compile cold: 0 cache hits, 30 misses over 1 rank")
+    assert "compile" not in lines["e-bf16-weak-1gpu"]
+
+
 def test_signoff_refuses_an_include_that_is_not_a_run_directory(tmp_path):
     import subprocess
     import sys

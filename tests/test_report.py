@@ -416,3 +416,14 @@ def test_the_window_rule_repeats_and_a_shared_launch_are_stated():
     assert facts["Launch wall time"].startswith("9.500 s (case 3 of 8 sharing one launch")
     fixed = dict(report.record_facts({**record, "settings": {"measure_stop_reason": "fixed window"}}))
     assert fixed["Window"].endswith("; fixed window") and "Repeats" not in fixed
+
+
+def test_a_compiled_record_says_whether_its_graphs_were_cached():
+    record = {"sample_unit": "images", "device_kind": "cuda", "batch_size_per_gpu": 256, "precision": "bf16",
+              "compile": True, "compile_cache": {"aot_autograd_hits": 0, "aot_autograd_misses": 0,
+                                                 "aot_autograd_bypasses": 40, "fx_graph_hits": 80, "fx_graph_misses": 0,
+                                                 "fx_graph_bypasses": 0, "ranks": 4, "ranks_with_misses": []}}
+    facts = dict(report.record_facts(record))
+    assert facts["Batch"] == "256 per GPU, bf16, torch.compile"
+    assert facts["Compile caches"] == "warm: 80 cache hits, 0 misses, 40 not cacheable over 4 ranks"
+    assert "Compile caches" not in dict(report.record_facts({**record, "compile": False, "compile_cache": None}))
