@@ -81,6 +81,6 @@ def summary(cache: dict | None) -> str | None:
     bypasses = int(cache.get("aot_autograd_bypasses", 0)) + int(cache.get("fx_graph_bypasses", 0))
     ranks = int(cache.get("ranks", 0))
     missing = cache.get("ranks_with_misses") or []
-    where = f"; rank(s) {', '.join(map(str, missing))} compiled" if missing and 0 < len(missing) < ranks else ""
+    where = f"; rank(s) {', '.join(map(str, missing))} compiled" if 0 < len(missing) < ranks else ""
     return (f"{state}: {hits} cache hit{'s' if hits != 1 else ''}, {misses} miss{'es' if misses != 1 else ''}"
             f"{f', {bypasses} not cacheable' if bypasses else ''} over {ranks} rank{'s' if ranks != 1 else ''}{where}")

@@ -108,6 +108,10 @@ class Case:
     def world_size(self) -> int:
         return self.gpus * self.nodes
 
+    def one_gpu(self) -> "Case":
+        """The same model, precision and scaling on one GPU of one node: this case's baseline."""
+        return Case(model=self.model, precision=self.precision, gpus=1, scaling=self.scaling)
+
     @property
     def id(self) -> str:
         gpus = f"{self.nodes}x{self.gpus}gpu" if self.nodes > 1 else f"{self.gpus}gpu"
@@ -315,8 +319,8 @@ class HarnessSession:
             spec = self.spec_for(case)
             wanted.setdefault(spec.case_id, spec)
             if case.world_size > 1 or case.scaling == "strong":
-                one = self.spec_for(Case(model=case.model, precision=case.precision, gpus=1, scaling=case.scaling))
-                if (case.model, case.precision, one.per_gpu_batch) not in self.baselines:
+                one = self.spec_for(case.one_gpu())
+                if self.baseline_key(case) not in self.baselines:
                     wanted.setdefault(one.case_id, one)
         return [(label, spec) for label, spec in wanted.items() if label not in self.launched]
 
@@ -362,23 +366,23 @@ class HarnessSession:
         Keyed by what the run does, not by the test that asked: a strong-scaling baseline at global
         batch B is the same launch as the weak-scaling 1-GPU case at batch B, and is shared.
         """
-        one = Case(model=case.model, precision=case.precision, gpus=1, scaling=case.scaling)
-        spec = self.spec_for(one)
-        key = (case.model, case.precision, spec.per_gpu_batch)
+        key = self.baseline_key(case)
         if key not in self.baselines:
-            self.baselines[key] = self.launch(one, label=spec.case_id)
+            one = case.one_gpu()
+            self.baselines[key] = self.launch(one, label=self.spec_for(one).case_id)
         return self.baselines[key]
+
+    def baseline_key(self, case: Case) -> tuple:
+        """What identifies ``case``'s 1-GPU run: model, precision and the batch that run trains."""
+        return case.model, case.precision, self.spec_for(case.one_gpu()).per_gpu_batch
 
     def measured_baseline(self, case: Case) -> RunRecord | None:
         """This 1-GPU case's record when it already ran as another case's baseline; else None."""
-        if case.world_size != 1:
-            return None
-        return self.baselines.get((case.model, case.precision, self.spec_for(case).per_gpu_batch))
+        return self.baselines.get(self.baseline_key(case)) if case.world_size == 1 else None
 
     def remember_baseline(self, case: Case, record: RunRecord) -> None:
         if case.world_size == 1:
-            key = (case.model, case.precision, self.spec_for(case).per_gpu_batch)
-            self.baselines.setdefault(key, record)
+            self.baselines.setdefault(self.baseline_key(case), record)
 
     @property
     def telemetry_on(self) -> bool:
