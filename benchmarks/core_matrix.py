@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch import BenchmarkSpec, run_benchmark  # noqa: E402
+from harness.launch.run import BenchmarkSpec, run_benchmark  # noqa: E402
 from harness.cli import summary_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

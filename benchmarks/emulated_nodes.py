@@ -3,7 +3,7 @@
     python benchmarks/emulated_nodes.py --model resnet152 --precision bf16 --nodes 2 --gpus-per-node 2 \
         --batch 256 --out out/nodes
 
-Three launches through the harness launcher (harness.launch.supervise: the same time bounds,
+Three launches through the harness launcher (harness.launch.run.supervise: the same time bounds,
 process sweep and records as every test):
 
 1. 1 GPU, the weak-scaling baseline;
@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch import (BenchmarkSpec, Rendezvous, record_of_launch, run_benchmark,  # noqa: E402
+from harness.launch.run import (BenchmarkSpec, Rendezvous, record_of_launch, run_benchmark,  # noqa: E402
                             supervise, torchrun_command)
 from harness.records import RunRecord, write_record  # noqa: E402
 

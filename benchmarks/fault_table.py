@@ -3,7 +3,7 @@
     python benchmarks/fault_table.py --device cpu                 # CPU (gloo), as CI does
     python benchmarks/fault_table.py --device cuda --model resnet50 --batch 256 --foreign-load
 
-Each row is one launch with a fault injected through HARNESS_FAULT (see harness/faults.py), except
+Each row is one launch with a fault injected through HARNESS_FAULT (see harness/workloads/faults.py), except
 "oom-real" (a batch that cannot fit, GPU only) and "foreign" (a CUDA process started on GPU 0
 before the check, GPU only). Prints status, verdict message, seconds, and whether any process of
 the launch survived — the observed outcomes recorded in docs/reliability.md.
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch import BenchmarkSpec, run_benchmark, tagged_pids  # noqa: E402
+from harness.launch.run import BenchmarkSpec, run_benchmark, tagged_pids  # noqa: E402
 
 FAULTS = {
     "kill": "kind=kill,rank=1,phase=measure,step=3",
@@ -62,7 +62,7 @@ def main() -> int:
     if ns.device == "cuda":
         launch("oom-real", ns.oom_batch, {})
     if ns.foreign_load and ns.device == "cuda":
-        from harness.hardware import busy_gpu_message, detect, gpu_processes
+        from harness.node.hardware import busy_gpu_message, detect, gpu_processes
 
         load = subprocess.Popen([sys.executable, "-c", FOREIGN_LOAD])
         try:

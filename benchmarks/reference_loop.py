@@ -7,7 +7,7 @@ one torchrun launch, one after the other, to keep process start-up out of the ya
     torchrun --standalone --nproc-per-node=4 benchmarks/reference_loop.py \
         --configs resnet50:bf16:256 vit_b_16:fp16:256 --seconds 5 --output ref-4gpu.json
 
-It uses the same model builders and the same recipe pieces as the worker (harness/recipe.py:
+It uses the same model builders and the same recipe pieces as the worker (harness/workloads/recipe.py:
 optimizer, scaler, autocast; channels_last for CNNs, cudnn.benchmark), so the only difference left is
 the measuring. Its step loop is written out here on purpose, not taken from recipe.TrainStep: a
 yardstick should not share the code it measures.
@@ -27,8 +27,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness import recipe  # noqa: E402
-from harness.models import get_model  # noqa: E402
+from harness.workloads import recipe  # noqa: E402
+from harness.workloads.models import get_model  # noqa: E402
 
 
 def measure(model_name: str, precision: str, batch: int, seconds: float, warmup_steps: int, device) -> dict:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from harness.compilecache import summary as compile_cache_summary  # noqa: E402
+from harness.workloads.compilecache import summary as compile_cache_summary  # noqa: E402
 PHASES = ("process_start", "import", "init", "build", "warmup", "probe", "measure", "gather")
 
 

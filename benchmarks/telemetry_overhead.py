@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch import BenchmarkSpec, run_benchmark  # noqa: E402
+from harness.launch.run import BenchmarkSpec, run_benchmark  # noqa: E402
 
 REQUIRED_MAX_COST = 0.005
 

@@ -14,7 +14,7 @@ class UsageError(Exception):
 
 def _gpu_present() -> bool:
     # NVML, not torch.cuda: it answers without creating a CUDA context in this process.
-    from harness.hardware import detect
+    from harness.node.hardware import detect
 
     return detect().device == "cuda"
 
@@ -47,7 +47,7 @@ def _add_run(sub) -> None:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from harness.launch import BenchmarkSpec, run_benchmark
+    from harness.launch.run import BenchmarkSpec, run_benchmark
 
     device = ns.device or ("cuda" if _gpu_present() else "cpu")
     if ns.scaling == "weak" and ns.batch_size is None:
@@ -105,7 +105,7 @@ def _add_detect(sub) -> None:
 
 
 def cmd_detect(ns: argparse.Namespace) -> int:
-    from harness.hardware import cli_detect
+    from harness.node.hardware import cli_detect
 
     return cli_detect(ns.hardware, ns.thresholds_dir)
 
@@ -118,7 +118,7 @@ def _add_thresholds(sub) -> None:
 
 
 def cmd_thresholds(ns: argparse.Namespace) -> int:
-    from harness.thresholds import cli_check
+    from harness.profile.schema import cli_check
 
     return cli_check(ns.files)
 
@@ -130,25 +130,25 @@ def _add_report(sub) -> None:
 
 
 def cmd_report(ns: argparse.Namespace) -> int:
-    from harness.report import cli_report
+    from harness.report.render import cli_report
 
     return cli_report(ns.run_dir)
 
 
 def cmd_find_max_bs(ns: argparse.Namespace) -> int:
-    from harness.batchsize import cli_find_max_bs
+    from harness.tools.batchsize import cli_find_max_bs
 
     return cli_find_max_bs(ns)
 
 
 def cmd_calibrate(ns: argparse.Namespace) -> int:
-    from harness.calibrate import cli_calibrate
+    from harness.tools.calibrate import cli_calibrate
 
     return cli_calibrate(ns)
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
-    from harness.compare import cli_compare
+    from harness.tools.compare import cli_compare
 
     return cli_compare(ns.a, ns.b)
 
@@ -159,9 +159,9 @@ COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, 
 
 def build_parser() -> argparse.ArgumentParser:
     from harness import __version__
-    from harness.batchsize import add_find_max_bs_parser
-    from harness.calibrate import add_calibrate_parser
-    from harness.compare import add_compare_parser
+    from harness.tools.batchsize import add_find_max_bs_parser
+    from harness.tools.calibrate import add_calibrate_parser
+    from harness.tools.compare import add_compare_parser
 
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
-    from harness.launch import stop_on_sigterm
+    from harness.launch.run import stop_on_sigterm
 
     # find-max-bs probes and benchmark launches run in sessions of their own: SIGTERM must reach them.
     stop_on_sigterm()

@@ -136,7 +136,7 @@ class RunRecord:
     phases_s: dict[str, float] = field(default_factory=dict)
     """Where the launch's wall time went: process start, imports, init, build, warmup, measure."""
     compile_cache: dict[str, Any] | None = None
-    """torch.compile cache lookups of this case summed over ranks (harness/compilecache.py): hits and
+    """torch.compile cache lookups of this case summed over ranks (harness/workloads/compilecache.py): hits and
     misses of the AOT-autograd and FX-graph caches, and the ranks that missed; None when not compiled."""
     settings: dict[str, Any] = field(default_factory=dict)
     """What the worker was asked to do (durations, seeds, DDP options), for reproduction."""

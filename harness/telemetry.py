@@ -17,7 +17,7 @@ a window is long (a soak), so memory stays bounded; the reductions always use ev
 
 Where NVML is absent (a CPU run, no driver) or the sampler is switched off
 (``HARNESS_TELEMETRY=0``), the summary says ``unavailable`` or ``disabled`` with the reason, and
-the checks that need it are reported as not evaluated, never as passed (harness/verdict.py).
+the checks that need it are reported as not evaluated, never as passed (harness/checks/verdict.py).
 """
 
 from __future__ import annotations
@@ -409,7 +409,7 @@ class Sampler:
             self._poll_seconds += time.perf_counter() - started
 
     def _local_phases(self) -> dict[int, dict]:
-        from harness.launch import read_phases
+        from harness.launch.run import read_phases
 
         return {rank: info for rank, info in read_phases(self.run_dir).items()
                 if info.get("host") in (None, self.host)}

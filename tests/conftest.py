@@ -9,9 +9,9 @@ import pytest
 # Imported once, here, before any pytester test snapshots sys.modules: in-process pytester runs
 # restore the module table afterwards, and torch cannot be imported twice in one process. The
 # plugin imports these (and torch through them) lazily inside those runs.
-import harness.hardware  # noqa: F401
-import harness.verdict  # noqa: F401
-from harness.launch import BenchmarkSpec, tagged_pids
+import harness.node.hardware  # noqa: F401
+import harness.checks.verdict  # noqa: F401
+from harness.launch.run import BenchmarkSpec, tagged_pids
 
 # Short enough that one launch takes seconds on a 2-core host, long enough to reach every phase.
 FAST_RUN = {

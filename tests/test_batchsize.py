@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import batchsize
-from harness.batchsize import (JudgedProbe, ProbeResult, SearchError, format_table, judge, monotonicity_warnings,
+from harness.tools import batchsize
+from harness.tools.batchsize import (JudgedProbe, ProbeResult, SearchError, format_table, judge, monotonicity_warnings,
                                recommendation, search_max_batch)
 
 
@@ -210,7 +210,7 @@ def test_table_is_sorted_by_batch_and_names_each_verdict():
 def test_a_peak_just_over_the_limit_does_not_read_as_equal_to_it():
     """H100: 1088 peaked at 71.28 GiB over a limit of 0.9 x 79.19 = 71.27 GiB; one decimal printed
     "71.28 ... over the limit (71.3 GiB)", which read as a contradiction."""
-    from harness.batchsize import ProbeResult, judge
+    from harness.tools.batchsize import ProbeResult, judge
 
     probe = judge(ProbeResult(batch_size=1088, outcome="ran", peak_memory_gib=71.28, total_memory_gib=79.19), 0.9)
     assert probe.verdict == "over_fraction"
@@ -252,9 +252,9 @@ class _ExplodingSpec:
 def test_probe_classifies_failures(monkeypatch, tmp_path, make_exc, outcome):
     import torch
 
-    import harness.models
+    import harness.workloads.models
 
-    monkeypatch.setattr(harness.models, "get_model", lambda name: _ExplodingSpec(make_exc(torch)))
+    monkeypatch.setattr(harness.workloads.models, "get_model", lambda name: _ExplodingSpec(make_exc(torch)))
     result = batchsize.run_probe_steps(model="tiny_bert", precision="fp32", batch_size=4, device_kind="cpu", steps=2,
                                        store_path=tmp_path / "store")
     assert result.outcome == outcome

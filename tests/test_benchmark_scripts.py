@@ -22,7 +22,7 @@ def test_each_emulated_node_sees_every_gpu_its_own_first():
 
 
 def test_the_agents_command_starts_one_torchrun_per_node_and_fails_if_any_fails(tmp_path):
-    from harness.launch import BenchmarkSpec
+    from harness.launch.run import BenchmarkSpec
 
     nodes = _load("emulated_nodes")
     spec = BenchmarkSpec(model="tiny_bert", precision="fp32", gpus_per_node=2, nodes=2, batch_size_per_gpu=4)

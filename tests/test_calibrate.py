@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import calibrate
-from harness.batchsize import JudgedProbe, ProbeResult, SearchResult
-from harness.calibrate import (BatchChoice, CalibrationError, Margins, derive_bounds, measure_case, plan_from_args,
+from harness.tools import calibrate
+from harness.tools.batchsize import JudgedProbe, ProbeResult, SearchResult
+from harness.tools.calibrate import (BatchChoice, CalibrationError, Margins, derive_bounds, measure_case, plan_from_args,
                                round_down_significant, run_calibration, spread_warnings)
-from harness.hardware import GpuInfo, Hardware, HardwareError, select_profile
+from harness.node.hardware import GpuInfo, Hardware, HardwareError, select_profile
 from harness.records import Failure, RunRecord, StepTimeStats, Versions
-from harness.thresholds import load_profile
+from harness.profile.schema import load_profile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -101,7 +101,7 @@ def test_round_down_keeps_three_significant_digits():
 
 
 def _case(per_count: dict[int, list[float]], *, straggler=1.01, cv=0.01) -> calibrate.CaseMeasurement:
-    from harness.launch import BenchmarkSpec
+    from harness.launch.run import BenchmarkSpec
 
     records = {}
     for gpus, values in per_count.items():
@@ -375,7 +375,7 @@ def test_calibrated_cpu_profile_passes_the_acceptance_suite(tmp_path, capsys, mo
 
     # The calibration's records and the acceptance run side by side.
     run_dir = next(p for p in reports_dir.iterdir() if p.is_dir() and p.name != "latest")
-    from harness.compare import cli_compare
+    from harness.tools.compare import cli_compare
 
     assert cli_compare(records_dir, run_dir) == 0
     compared = capsys.readouterr().out

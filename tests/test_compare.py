@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import CompareError, case_key, cli_compare, compare, format_comparison, load_run_set, summarize
+from harness.tools.compare import CompareError, case_key, cli_compare, compare, format_comparison, load_run_set, summarize
 from harness.records import Failure, RunRecord, StepTimeStats, Versions, write_record
 
 

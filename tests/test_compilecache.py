@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import compilecache
+from harness.workloads import compilecache
 from harness.records import RunRecord, Versions
-from harness.worker import build_record
+from harness.workloads.ddp import build_record
 
 from tests.test_worker_units import _args, _gathered  # noqa: F401 - the worker's raw per-rank facts
 
@@ -56,7 +56,7 @@ def test_the_record_keeps_the_sum_and_an_eager_record_none():
 
     def build(per_rank):
         gathered = [{**_gathered(rank, 50.0), "compile_cache": counts} for rank, counts in enumerate(per_rank)]
-        return build_record(_args(), spec=__import__("harness.models").models.MODELS["tiny_bert"], world_size=2,
+        return build_record(_args(), spec=__import__("harness.workloads.models").workloads.models.MODELS["tiny_bert"], world_size=2,
                             gathered=gathered, warmup_steps=10, warmup_s=1.0, measured_steps=40, phases_s={},
                             nodes=1, versions=versions)
 
@@ -72,7 +72,7 @@ def test_the_record_keeps_the_sum_and_an_eager_record_none():
 
 _COMPILE_ONCE = textwrap.dedent("""
     import json, torch
-    from harness import compilecache
+    from harness.workloads import compilecache
     before = compilecache.lookups()
     model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()))
     model(torch.randn(4, 8, requires_grad=True)).sum().backward()

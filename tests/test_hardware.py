@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import hardware
-from harness.hardware import (
+from harness.node import hardware
+from harness.node.hardware import (
     GpuInfo,
     Hardware,
     HardwareError,
@@ -396,7 +396,7 @@ def test_describe_cpu_says_why() -> None:
 
 def profile(name: str, device: str = "cuda", contains: str | None = None,
             min_gib: float | None = None, max_gib: float | None = None) -> SimpleNamespace:
-    """A stand-in for harness.thresholds.Profile with only the attributes selection reads."""
+    """A stand-in for harness.profile.schema.Profile with only the attributes selection reads."""
     return SimpleNamespace(
         name=name,
         path=Path(f"thresholds/{name}.toml"),
@@ -544,8 +544,8 @@ class FakeThresholdError(Exception):
 
 @pytest.fixture
 def fake_thresholds(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """Stands in for harness.thresholds so these tests do not depend on the threshold files."""
-    module = types.ModuleType("harness.thresholds")
+    """Stands in for harness.profile.schema so these tests do not depend on the threshold files."""
+    module = types.ModuleType("harness.profile.schema")
     module.ThresholdError = FakeThresholdError  # type: ignore[attr-defined]
     module.default_thresholds_dir = lambda: Path("/shipped/thresholds")  # type: ignore[attr-defined]
     module.loaded_from = []  # type: ignore[attr-defined]
@@ -555,10 +555,10 @@ def fake_thresholds(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
         return SHIPPED
 
     module.load_profiles = load_profiles  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "harness.thresholds", module)
-    import harness
+    monkeypatch.setitem(sys.modules, "harness.profile.schema", module)
+    import harness.profile
 
-    monkeypatch.setattr(harness, "thresholds", module, raising=False)
+    monkeypatch.setattr(harness.profile, "schema", module)
     return module
 
 
@@ -648,7 +648,7 @@ def test_a_lost_gpu_while_resolving_uuids_is_an_error(monkeypatch: pytest.Monkey
 def test_cli_detect_with_the_real_thresholds_module_reports_a_missing_dir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("harness.thresholds", reason="harness/thresholds.py is not written yet")
+    pytest.importorskip("harness.profile.schema", reason="harness/profile/schema.py is not written yet")
     missing = tmp_path / "no-such-dir"
 
     assert hardware.cli_detect(None, str(missing)) == 1

@@ -12,9 +12,9 @@ import pynvml
 import pytest
 import torch
 
-from harness import interconnect
-from harness.hardware import GpuInfo
-from harness.interconnect import (
+from harness.workloads import allreduce as interconnect
+from harness.node.hardware import GpuInfo
+from harness.workloads.allreduce import (
     GIB,
     MIB,
     AllReduceRun,
@@ -32,7 +32,7 @@ from harness.interconnect import (
     read_topology,
     topology_checks,
 )
-from harness.thresholds import InterconnectBounds, TopologyBounds
+from harness.profile.schema import InterconnectBounds, TopologyBounds
 from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
 
 pytest_plugins = ["pytester"]
@@ -145,7 +145,7 @@ def test_spec_is_validated_and_the_command_runs_our_module(tmp_path):
     spec = AllReduceSpec(gpus_per_node=4)
     command = interconnect.interconnect_command(spec, tmp_path, "rid")
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert "--nproc-per-node=4" in command and command[command.index("-m", 3) + 1] == "harness.interconnect"
+    assert "--nproc-per-node=4" in command and command[command.index("-m", 3) + 1] == "harness.workloads.allreduce"
     assert command[command.index("--max-bytes") + 1] == str(8 * GIB)
     with pytest.raises(ValueError, match="device"):
         AllReduceSpec(gpus_per_node=2, device="tpu")
@@ -318,7 +318,7 @@ def interconnect_suite(pytester, monkeypatch, tmp_path):
 
     def run(busbw: float, bound: float | None, *args):
         sweep = FakeSweep(busbw)
-        monkeypatch.setattr("harness.interconnect.run_allreduce", sweep)
+        monkeypatch.setattr("harness.workloads.allreduce.run_allreduce", sweep)
         profile = PROFILE.format(bound=bound)
         if bound is None:
             profile = profile[:profile.index("[interconnect]")]

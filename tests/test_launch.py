@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import faults
-from harness.faults import Fault, parse_fault
-from harness.launch import (
+from harness.workloads import faults
+from harness.workloads.faults import Fault, parse_fault
+from harness.launch.run import (
     RUN_ID_ENV,
     BenchmarkSpec,
     Rendezvous,
@@ -52,7 +52,7 @@ def test_standalone_command(tmp_path):
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--standalone" in command
     assert "--nproc-per-node=2" in command
-    worker = command.index("harness.worker")
+    worker = command.index("harness.workloads.ddp")
     assert command[worker - 1] == "-m"
     # torchrun's own options come before the module, the worker's after it.
     assert command.index("--nproc-per-node=2") < worker
@@ -152,7 +152,7 @@ Traceback (most recent call last):
   File "/usr/lib/python3/site-packages/torch/distributed/run.py", line 900, in main
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
-harness.worker FAILED
+harness.workloads.ddp FAILED
 ------------------------------------------------------------
 Failures:
   <NO_OTHER_FAILURES>
@@ -437,7 +437,7 @@ def test_crash_and_oom_faults_raise():
 
 
 def test_cases_of_one_launch_must_share_its_shape(tmp_path):
-    from harness.launch import run_benchmark_group
+    from harness.launch.run import run_benchmark_group
 
     specs = [_spec(), _spec(gpus_per_node=1)]
     with pytest.raises(ValueError, match="the cases of one launch must share gpus_per_node"):
@@ -465,7 +465,7 @@ def test_adaptive_window_fields_are_checked(overrides, message):
 
 
 def test_each_case_gets_its_sampler_when_it_begins(tmp_path):
-    from harness.launch import CaseSamplers
+    from harness.launch.run import CaseSamplers
 
     started = []
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from harness.models import MODELS, count_train_flops_per_sample, get_model
+from harness.workloads.models import MODELS, count_train_flops_per_sample, get_model
 
 
 def test_unknown_model_lists_the_known_ones():

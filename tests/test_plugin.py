@@ -42,7 +42,7 @@ def test_weak_scaling(harness, weak_case):
 
 
 class FakeLauncher:
-    """Stands in for harness.launch.run_benchmark: a record per call, per-GPU throughput 100/s."""
+    """Stands in for harness.launch.run.run_benchmark: a record per call, per-GPU throughput 100/s."""
 
     def __init__(self, per_gpu=100.0):
         self.per_gpu = per_gpu
@@ -51,7 +51,7 @@ class FakeLauncher:
         self.specs = []
 
     def group(self, specs, run_dirs, run_ids, launch_dir):
-        """Stands in for harness.launch.run_benchmark_group: one record per spec, the launch remembered."""
+        """Stands in for harness.launch.run.run_benchmark_group: one record per spec, the launch remembered."""
         self.groups.append([spec.case_id for spec in specs])
         return [self(spec, run_dir, run_id=run_id) for spec, run_dir, run_id in zip(specs, run_dirs, run_ids)]
 
@@ -73,8 +73,8 @@ class FakeLauncher:
 def suite(pytester, monkeypatch, tmp_path):
     """An acceptance session in a temporary directory: returns (run, launcher, thresholds_dir)."""
     launcher = FakeLauncher()
-    monkeypatch.setattr("harness.launch.run_benchmark", launcher)
-    monkeypatch.setattr("harness.launch.run_benchmark_group", launcher.group)
+    monkeypatch.setattr("harness.launch.run.run_benchmark", launcher)
+    monkeypatch.setattr("harness.launch.run.run_benchmark_group", launcher.group)
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()
     (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50))
@@ -184,7 +184,7 @@ def test_plugin_is_inert_outside_acceptance_sessions(pytester):
 def test_a_conftest_can_declare_the_acceptance_session(pytester, monkeypatch, tmp_path):
     """Without the ini (pytest chose a rootdir above acceptance/), acceptance/conftest.py still arms it."""
     launcher = FakeLauncher()
-    monkeypatch.setattr("harness.launch.run_benchmark", launcher)
+    monkeypatch.setattr("harness.launch.run.run_benchmark", launcher)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.hardware import GpuInfo, busy_gpu_message, gpu_processes
-from harness.launch import BenchmarkSpec, Stall, find_stall, tagged_pids
+from harness.node.hardware import GpuInfo, busy_gpu_message, gpu_processes
+from harness.launch.run import BenchmarkSpec, Stall, find_stall, tagged_pids
 
 SPEC = BenchmarkSpec(model="tiny_bert", precision="bf16", gpus_per_node=2, batch_size_per_gpu=4, device="cpu",
                      stall_factor=3.0, stall_floor_s=10.0, setup_timeout_s=100.0)
@@ -106,7 +106,7 @@ def test_only_the_gpus_a_case_uses_are_checked():
 
 
 def test_refused_launch_is_a_failed_record_naming_the_gpu():
-    from harness.hardware import GpuProcess
+    from harness.node.hardware import GpuProcess
     from harness.plugin import refused_record
 
     busy = [GpuProcess(gpu_index=1, gpu_uuid="GPU-1", pid=4242, name="python3", used_memory_mib=1000.0)]

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.records import RunRecord
-from harness.repeats import combine, repeat_estimate
+from harness.checks.repeats import combine, repeat_estimate
 
 
 def _record(run_id, per_gpu, status="ok"):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import report, svg
+from harness.report import render as report
+from harness.report import charts as svg
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_RUN = ROOT / "docs" / "data" / "2026-11-21-h200x4-acceptance"
@@ -383,7 +384,7 @@ def test_interconnect_bandwidth_is_drawn_against_its_bound_when_measured(h200_di
 
 
 def test_inherited_bounds_match_the_threshold_schema():
-    from harness.thresholds import CASE_FIELDS
+    from harness.profile.schema import CASE_FIELDS
 
     assert set(report.INHERITED_BOUNDS) == {spec.key for spec in CASE_FIELDS if spec.inherit}
 

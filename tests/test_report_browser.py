@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import report
+from harness.report import render as report
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {

@@ -1,4 +1,4 @@
-"""harness.slurm (pure: hostlists, the allocation, the srun prefix) and slurm/acceptance.sbatch,
+"""harness.launch.slurm (pure: hostlists, the allocation, the srun prefix) and slurm/acceptance.sbatch,
 then the same against a real Slurm: slurmctld and two slurmd (nodes n1, n2) on loopback, started
 and stopped by .ci/slurm-cluster.sh around the tests that need them."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import slurm
-from harness.slurm import (SlurmAllocation, allocation_from_env, expand_hostlist, rendezvous_endpoint,
+from harness.launch import slurm
+from harness.launch.slurm import (SlurmAllocation, allocation_from_env, expand_hostlist, rendezvous_endpoint,
                            rendezvous_port, srun_prefix, step_wrapper)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -284,7 +284,7 @@ def test_scontrol_expands_hostlists_as_we_do(cluster, monkeypatch):
 @pytest.mark.slow
 def test_batch_job_sees_both_nodes(cluster, tmp_path):
     output = submit(cluster, tmp_path, "--nodes=2", "--exclusive",
-                    f"--wrap={sys.executable} -m harness.slurm show")
+                    f"--wrap={sys.executable} -m harness.launch.slurm show")
     seen = json.loads(output[output.index("{"):])
     assert seen["nodes"] == ["n1", "n2"]
     assert seen["cpus_per_node"] == os.cpu_count()
@@ -309,7 +309,7 @@ def test_two_node_benchmark_through_srun_and_c10d_rendezvous(cluster, tmp_path):
 
 
 def harness_plans_multinode_cases() -> bool:
-    from harness import launch
+    from harness.launch import run as launch
 
     return hasattr(launch, "slurm_launch")
 
@@ -318,7 +318,7 @@ def harness_plans_multinode_cases() -> bool:
 def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
     """slurm/acceptance.sbatch on 2 nodes: the plugin plans a 2x1 case and the harness launches it with srun."""
     if not harness_plans_multinode_cases():
-        pytest.skip("harness.launch does not launch multi-node runs through harness.slurm yet (docs/slurm.md, wiring)")
+        pytest.skip("harness.launch.run does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
     reports = tmp_path / "reports"
     output = submit(cluster, tmp_path, "--nodes=2", str(SBATCH), "--models", "tiny_bert", "--precisions", "fp32",
                     "--gpus", "1", "-k", "test_weak_scaling", "--harness-warmup-seconds", "1",
@@ -344,7 +344,7 @@ def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
 def test_plugin_plans_multinode_cases_in_a_slurm_job(tmp_path):
     """In a 2-node allocation the matrix gains 2xN cases (collected only: nothing is launched)."""
     if not harness_plans_multinode_cases():
-        pytest.skip("harness.launch does not launch multi-node runs through harness.slurm yet (docs/slurm.md, wiring)")
+        pytest.skip("harness.launch.run does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PYTEST_"))}
     env |= {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_ON_NODE": "2"}
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance", "--collect-only", "-q", "--hardware", "cpu",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak import SoakRun, SoakSpec, parse_duration, soak_checks, throughput_decay, window_seconds
-from harness.thresholds import CaseBounds, SoakBounds
+from harness.workloads.soak import SoakRun, SoakSpec, parse_duration, soak_checks, throughput_decay, window_seconds
+from harness.profile.schema import CaseBounds, SoakBounds
 from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
 
 pytest_plugins = ["pytester"]
@@ -144,7 +144,7 @@ def soak_suite(pytester, monkeypatch, tmp_path):
                            sample_unit="images",
                            telemetry={"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"})
 
-        monkeypatch.setattr("harness.soak.run_soak", fake)
+        monkeypatch.setattr("harness.workloads.soak.run_soak", fake)
         return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-rs", *args)
 
     return run, specs
@@ -185,7 +185,7 @@ def test_a_bad_soak_duration_is_a_usage_error(soak_suite):
 
 @pytest.mark.slow
 def test_a_short_real_soak_reports_every_window_and_cleans_up(tmp_path, assert_no_process_left):
-    from harness.soak import run_soak
+    from harness.workloads.soak import run_soak
 
     spec = SoakSpec(model="tiny_bert", precision="fp32", batch_size_per_gpu=4, gpus_per_node=1, device="cpu",
                     duration_s=3.0, window_s=1.0, warmup_seconds=0.3)

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from harness.records import RankStats, StepTimeStats
-from harness.stats import (
+from harness.workloads.stats import (
     block_means,
     block_steps_for,
     percentile,

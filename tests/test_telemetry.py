@@ -28,7 +28,7 @@ from harness.telemetry import (
     sampler_for,
     window_state,
 )
-from harness.verdict import telemetry_checks, weak_scaling_checks
+from harness.checks.verdict import telemetry_checks, weak_scaling_checks
 from test_records import full_record
 
 UUIDS = ("GPU-11111111-aaaa-bbbb-cccc-111111111111", "GPU-22222222-aaaa-bbbb-cccc-222222222222",
@@ -561,7 +561,8 @@ class SamplerWithFakeGpus(Sampler):
 def test_the_sampler_follows_a_real_measured_window_and_its_summary_lands_in_the_record(tmp_path, fast_spec,
                                                                                        monkeypatch,
                                                                                        assert_no_process_left):
-    from harness import launch, verdict
+    from harness.launch import run as launch
+    from harness.checks import verdict
 
     nvml = fake_nvml(1)
     samplers = []

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import thresholds
-from harness.models import MODELS, PRECISIONS
-from harness.thresholds import (
+from harness.profile import schema as thresholds
+from harness.workloads.models import MODELS, PRECISIONS
+from harness.profile.schema import (
     CaseBounds,
     InterconnectBounds,
     Profile,

@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 from harness.records import Failure
-from harness.thresholds import CaseBounds
-from harness.verdict import failed_checks, strong_scaling_checks, weak_scaling_checks
+from harness.profile.schema import CaseBounds
+from harness.checks.verdict import failed_checks, strong_scaling_checks, weak_scaling_checks
 from test_records import full_record
 
 BOUNDS = CaseBounds(model="resnet152", precision="bf16", batch_size_per_gpu=256, source="measured X",

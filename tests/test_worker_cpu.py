@@ -1,4 +1,4 @@
-"""The DDP worker end to end on CPU (gloo), launched through harness.launch.run_benchmark.
+"""The DDP worker end to end on CPU (gloo), launched through harness.launch.run.run_benchmark.
 
 Each successful launch is shared by the tests of one module-scoped fixture, so that every
 behaviour gets its own test without paying for a launch per assertion.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.launch import BenchmarkSpec, run_benchmark
+from harness.launch.run import BenchmarkSpec, run_benchmark
 from harness.records import read_record
 
 pytestmark = pytest.mark.slow
@@ -187,13 +187,13 @@ def test_nan_during_warmup_makes_the_run_invalid(tmp_path, fast_spec, assert_no_
     assert_no_process_left(record.run_id)
 
 
-# --- several cases in one launch (harness.launch.run_benchmark_group) --------------------------
+# --- several cases in one launch (harness.launch.run.run_benchmark_group) --------------------------
 
 
 @pytest.fixture(scope="module")
 def group_run(tmp_path_factory, fast_spec):
     """Three 2-rank cases in one launch; the second crashes (fault filtered to its model) mid-window."""
-    from harness.launch import run_benchmark_group
+    from harness.launch.run import run_benchmark_group
 
     crash = {"HARNESS_FAULT": "kind=crash,rank=1,phase=measure,step=2,model=resnet18"}
     specs = [fast_spec(gpus_per_node=2, model=model, extra_env=crash) for model in ("tiny_bert", "resnet18", "tiny_bert")]

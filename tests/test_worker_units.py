@@ -2,9 +2,9 @@
 
 import pytest
 
-from harness.models import MODELS
+from harness.workloads.models import MODELS
 from harness.records import Versions
-from harness.worker import build_record, parse_args, warmup_done
+from harness.workloads.ddp import build_record, parse_args, warmup_done
 
 RULE = dict(min_steps=10, warmup_s=2.0, max_warmup_s=9.0)
 
@@ -76,7 +76,7 @@ def test_a_non_finite_loss_on_any_rank_makes_the_run_invalid():
 
 # --- the adaptive window's stopping rule, on synthetic block series ----------------------------
 
-from harness.worker import measurement_done  # noqa: E402
+from harness.workloads.ddp import measurement_done  # noqa: E402
 
 ADAPTIVE = dict(block_steps=10, ci_target=0.01, min_seconds=3.0, max_seconds=30.0)
 

@@ -1,5 +1,5 @@
 """Run inside a Slurm batch job (tests/test_slurm.py): one short CPU benchmark on every node of the
-allocation, launched as the harness documents it: harness.slurm's srun prefix + launch's torchrun
+allocation, launched as the harness documents it: harness.launch.slurm's srun prefix + launch's torchrun
 command with a c10d rendezvous on the first node. Writes RUN_DIR/record.json (rank 0) and
 RUN_DIR/launch.json (what was run, and what the batch script saw).
 
@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.launch import BenchmarkSpec, Rendezvous, launch_env, torchrun_command
-from harness.slurm import allocation_from_env, rendezvous_endpoint, rendezvous_port, srun_prefix
+from harness.launch.run import BenchmarkSpec, Rendezvous, launch_env, torchrun_command
+from harness.launch.slurm import allocation_from_env, rendezvous_endpoint, rendezvous_port, srun_prefix
 
 run_dir = Path(sys.argv[1])
 run_dir.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Interconnect: all-reduce bus bandwidth through torch.distributed, and the GPUs' wiring (NVML).
 
-**Bandwidth.** ``python -m harness.interconnect`` runs under torchrun like the benchmark worker,
+**Bandwidth.** ``python -m harness.workloads.allreduce`` runs under torchrun like the benchmark worker,
 one process per GPU (NCCL), or per CPU rank (gloo). For each message size of a sweep (1 MiB up to
 8 GiB on GPUs with the memory for it, 64 KiB to 4 MiB on CPU) every rank:
 
@@ -25,7 +25,7 @@ all-reduce sweep kept every GPU busy; the idle reading and the maximum the slot 
 context. The worker also records which pairs torch says can access each other
 (``torch.cuda.can_device_access_peer``).
 
-Launching reuses harness/launch.py: the same torchrun prefix, environment and ``HARNESS_RUN_ID``
+Launching reuses harness/launch/run.py: the same torchrun prefix, environment and ``HARNESS_RUN_ID``
 tag, time limits, hang detection and process cleanup; the telemetry sampler runs beside it.
 """
 
@@ -161,11 +161,11 @@ def size_label(size_bytes: float) -> str:
     return f"{size_bytes:g} TiB"
 
 
-# --- helpers for worker modules (this one and harness.soak) ----------------------------------
+# --- helpers for worker modules (this one and harness.workloads.soak) ----------------------------------
 
 
 class RankPhase:
-    """``rank<R>.phase`` as harness.worker writes it: the launcher's hang detection and the
+    """``rank<R>.phase`` as harness.workloads.ddp writes it: the launcher's hang detection and the
     telemetry sampler read it (phase, since, expected_s, pid, rank, host, gpu_index, gpu_uuid)."""
 
     def __init__(self, run_dir: Path, rank: int):
@@ -187,7 +187,7 @@ def start_rank(run_dir: Path) -> tuple[int, int, int, RankPhase]:
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    from harness.worker import _die_with_parent, _redirect_output
+    from harness.workloads.ddp import _die_with_parent, _redirect_output
 
     _redirect_output(run_dir / f"rank{rank}.log")
     _die_with_parent()  # a killed launcher leaves no orphan sweep
@@ -229,7 +229,7 @@ def init_distributed(torch, device_kind: str, local_rank: int, phase: RankPhase)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m harness.interconnect",
+    parser = argparse.ArgumentParser(prog="python -m harness.workloads.allreduce",
                                      description="all-reduce bus bandwidth sweep (one process per GPU, under torchrun)")
     parser.add_argument("--device", required=True, choices=("cuda", "cpu"))
     parser.add_argument("--min-bytes", type=int, required=True)
@@ -365,7 +365,7 @@ class AllReduceSpec:
     telemetry_period_s: float = 0.1
 
     def __post_init__(self) -> None:
-        from harness.launch import check_launch_fields
+        from harness.launch.run import check_launch_fields
 
         check_launch_fields(self, positive_seconds=("target_seconds", "timeout_s"))
         message_sizes(self.min_bytes, self.max_bytes, self.factor)  # raises ValueError naming the values
@@ -380,9 +380,9 @@ class AllReduceSpec:
 
 
 def interconnect_command(spec: AllReduceSpec, run_dir: Path, run_id: str) -> list[str]:
-    from harness.launch import torchrun_prefix
+    from harness.launch.run import torchrun_prefix
 
-    return [*torchrun_prefix(spec.gpus_per_node, spec.nodes), "-m", "harness.interconnect",
+    return [*torchrun_prefix(spec.gpus_per_node, spec.nodes), "-m", "harness.workloads.allreduce",
             "--device", spec.device, "--min-bytes", str(spec.min_bytes), "--max-bytes", str(spec.max_bytes),
             "--factor", str(spec.factor), "--target-seconds", str(spec.target_seconds),
             "--run-dir", str(run_dir), "--run-id", run_id]
@@ -415,7 +415,7 @@ class AllReduceRun:
 
 def run_allreduce(spec: AllReduceSpec, run_dir: Path, *, run_id: str) -> AllReduceRun:
     """Launch the sweep through torchrun (bounded, cleaned up) with the telemetry sampler beside it."""
-    from harness.launch import explain_failure, supervise
+    from harness.launch.run import explain_failure, supervise
     from harness.telemetry import sampler_for
 
     run_dir = Path(run_dir)
@@ -440,7 +440,7 @@ def run_allreduce(spec: AllReduceSpec, run_dir: Path, *, run_id: str) -> AllRedu
 def allreduce_checks(run: AllReduceRun, bounds, *, missing_note: str) -> list:
     """Sanity (the sweep ran, every sum was right), then bus bandwidth at the largest message vs
     the profile's bound for this GPU count, then the GPUs' health during the sweep."""
-    from harness.verdict import Check, telemetry_checks
+    from harness.checks.verdict import Check, telemetry_checks
 
     completed = Check(name="all-reduce sweep completed", kind="sanity", measured=None, bound=None, unit="",
                       comparison="==", passed=run.status in ("ok", "invalid"), note=run.failure or "")
@@ -480,7 +480,7 @@ def allreduce_checks(run: AllReduceRun, bounds, *, missing_note: str) -> list:
 def read_topology(gpus: Sequence[Any], nvml: Any = None) -> dict:
     """NVLink links up, P2P status of every pair, PCIe link (idle and the slot's maximum) per GPU.
 
-    ``gpus`` are harness.hardware.GpuInfo (index, uuid). Unsupported queries are recorded as such.
+    ``gpus`` are harness.node.hardware.GpuInfo (index, uuid). Unsupported queries are recorded as such.
     """
     if nvml is None:
         import pynvml as nvml
@@ -558,7 +558,7 @@ def pcie_under_load(telemetry: dict | None) -> dict[str, dict]:
 def topology_checks(topology: dict, bounds, loaded: dict[str, dict], *, load_note: str) -> list:
     """Each [topology] key against every GPU; a miss names the GPU (index and UUID) or the pair."""
     from harness.telemetry import gpu_label
-    from harness.verdict import Check
+    from harness.checks.verdict import Check
 
     gpus = topology.get("gpus", [])
     label = {g["index"]: gpu_label(g["index"], g["uuid"]) for g in gpus}

@@ -182,7 +182,7 @@ class HarnessSession:
     started_at: str
     available_gpus: int
     allocation: object = None
-    """The Slurm allocation (harness.slurm.SlurmAllocation) when the driver runs in a Slurm job."""
+    """The Slurm allocation (harness.launch.slurm.SlurmAllocation) when the driver runs in a Slurm job."""
     baselines: dict = field(default_factory=dict)
     planned: list = field(default_factory=list)
     """The selected scaling cases that will run (not skipped, not deselected), in test order."""
@@ -192,7 +192,7 @@ class HarnessSession:
     launches: int = 0
     results: dict = field(default_factory=dict)
     allreduce_runs: dict = field(default_factory=dict)
-    """GPU count -> harness.interconnect.AllReduceRun, measured once per session."""
+    """GPU count -> harness.workloads.allreduce.AllReduceRun, measured once per session."""
     topology: dict | None = None
     soak_run: object | None = None
 
@@ -207,7 +207,7 @@ class HarnessSession:
         precisions = self.selected("harness_precisions", profile.precisions)
         # Compiling, the widest GPU count goes first: its launch compiles every graph for each of its
         # GPUs at once (Inductor's cache key holds the device index), and the narrower launches after
-        # it, the 1-GPU baselines included, find their graphs cached (harness/compilecache.py).
+        # it, the 1-GPU baselines included, find their graphs cached (harness/workloads/compilecache.py).
         gpus = sorted({int(g) for g in self.selected("harness_gpus", profile.gpu_counts)},
                       reverse=bool(self.config.getoption("harness_compile")))
         params = []
@@ -257,7 +257,7 @@ class HarnessSession:
             reason="no GPU count above 1 is selected: an all-reduce needs two"))]
 
     def spec_for(self, case: Case, gpus: int | None = None):
-        from harness.launch import BenchmarkSpec
+        from harness.launch.run import BenchmarkSpec
 
         bounds = self.profile.bounds(case.model, case.precision)
         run = self.profile.run
@@ -294,7 +294,7 @@ class HarnessSession:
         """The environment that keeps torch.compile's caches where the next run finds them."""
         if not self.config.getoption("harness_compile"):
             return {}
-        from harness.compilecache import cache_env
+        from harness.workloads.compilecache import cache_env
 
         chosen = self.config.getoption("harness_compile_cache")
         root = Path(chosen) if chosen else Path(self.config.getoption("harness_report_dir")) / ".compile-cache"
@@ -326,9 +326,9 @@ class HarnessSession:
 
     def launch_group(self, label: str, spec) -> None:
         """Launch ``spec`` (and, grouped, every pending case of its GPU count) ``repeats`` times each."""
-        from harness import launch as launcher
+        from harness.launch import run as launcher
         from harness.records import write_record
-        from harness.repeats import combine
+        from harness.checks.repeats import combine
 
         group = [(label, spec)]
         if self.config.getoption("harness_launch") == "grouped" and spec.nodes == 1:
@@ -356,7 +356,7 @@ class HarnessSession:
         """Foreign processes on the GPUs a launch of ``count`` ranks will use (CUDA order)."""
         if self.profile.hardware.device != "cuda":
             return []
-        from harness.hardware import gpu_processes
+        from harness.node.hardware import gpu_processes
 
         return gpu_processes(self.hardware.gpus[:count])
 
@@ -396,11 +396,11 @@ class HarnessSession:
             return "GPU telemetry was switched off (--harness-telemetry off)"
         return "no GPU telemetry was recorded for this run"
 
-    # --- interconnect, topology, soak (harness/interconnect.py, harness/soak.py)
+    # --- interconnect, topology, soak (harness/workloads/allreduce.py, harness/workloads/soak.py)
 
     def allreduce(self, gpus: int):
         """The all-reduce sweep on ``gpus`` GPUs (CPU ranks): measured once per session."""
-        from harness import interconnect
+        from harness.workloads import allreduce as interconnect
 
         if gpus not in self.allreduce_runs:
             device = self.profile.hardware.device
@@ -417,7 +417,7 @@ class HarnessSession:
             run_id = f"{self.run_id}-{spec.case_id}"
             busy = self.busy_gpus(gpus)
             if busy:
-                from harness.hardware import busy_gpu_message
+                from harness.node.hardware import busy_gpu_message
 
                 run = interconnect.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
                                                 failure=busy_gpu_message(busy))
@@ -427,7 +427,7 @@ class HarnessSession:
         return self.allreduce_runs[gpus]
 
     def run_allreduce(self, gpus: int) -> CheckedResult:
-        from harness import interconnect
+        from harness.workloads import allreduce as interconnect
 
         run = self.allreduce(gpus)
         unit = "GPU" if self.profile.hardware.device == "cuda" else "rank"
@@ -439,7 +439,7 @@ class HarnessSession:
 
     def run_topology(self) -> CheckedResult:
         """NVLink, P2P and PCIe of every GPU against [topology]; PCIe read under the all-reduce's load."""
-        from harness import interconnect
+        from harness.workloads import allreduce as interconnect
         from harness.telemetry import not_available_reason
 
         gpus = self.hardware.gpu_count
@@ -454,8 +454,8 @@ class HarnessSession:
                              data={"topology": self.topology})
 
     def soak_spec(self):
-        from harness.models import MODELS
-        from harness.soak import SoakSpec, parse_duration
+        from harness.workloads.models import MODELS
+        from harness.workloads.soak import SoakSpec, parse_duration
 
         profile = self.profile
         pairs = [(m, p) for m in profile.models for p in profile.precisions if profile.bounds(m, p) is not None]
@@ -472,7 +472,7 @@ class HarnessSession:
                         telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"))
 
     def run_soak(self) -> CheckedResult:
-        from harness.soak import run_soak, soak_checks
+        from harness.workloads.soak import run_soak, soak_checks
 
         spec = self.soak_spec()
         run = run_soak(spec, self.log_dir(spec.case_id), run_id=f"{self.run_id}-{spec.case_id}")
@@ -493,7 +493,7 @@ class HarnessSession:
         return f"{self.profile.name}, {case.model} {case.precision}, {gpus}"
 
     def run(self, case: Case) -> CaseResult:
-        from harness import verdict
+        from harness.checks import verdict
 
         bounds = self.profile.bounds(case.model, case.precision)
         if case.scaling == "weak":
@@ -529,14 +529,14 @@ class HarnessSession:
         }
 
     def interconnect_summary(self) -> dict:
-        from harness.interconnect import session_summary
+        from harness.workloads.allreduce import session_summary
 
         return session_summary(self.allreduce_runs, self.topology)
 
 
 def refused_record(spec, run_id: str, busy: list) -> RunRecord:
     """A launch we did not start because its GPUs were busy: a failed record naming them."""
-    from harness.hardware import busy_gpu_message
+    from harness.node.hardware import busy_gpu_message
     from harness.records import Failure
 
     return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
@@ -549,7 +549,7 @@ def _git_commit() -> str | None:
     """The harness checkout's commit (with "-dirty" for local changes), or None outside a checkout."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return os.environ.get("HARNESS_GIT_COMMIT")  # baked into container images at build time
     try:
@@ -646,14 +646,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.xmlpath = str(session.run_dir / "junit.xml")
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
     # process groups and pytest still writes its reports.
-    from harness.launch import stop_on_sigterm
+    from harness.launch.run import stop_on_sigterm
 
     stop_on_sigterm()
 
 
 def _start_session(config: pytest.Config) -> HarnessSession:
-    from harness.hardware import HardwareError, detect, select_profile
-    from harness.thresholds import ThresholdError, default_thresholds_dir, load_profiles
+    from harness.node.hardware import HardwareError, detect, select_profile
+    from harness.profile.schema import ThresholdError, default_thresholds_dir, load_profiles
 
     try:
         socket.getaddrinfo(socket.gethostname(), None)
@@ -673,14 +673,14 @@ def _start_session(config: pytest.Config) -> HarnessSession:
     except HardwareError as exc:
         raise pytest.UsageError(str(exc)) from None
     for option, known in (("harness_models", profile.models), ("harness_precisions", profile.precisions)):
-        from harness.models import MODELS, PRECISIONS
+        from harness.workloads.models import MODELS, PRECISIONS
 
         valid = MODELS if option == "harness_models" else PRECISIONS
         for name in _split(config.getoption(option)) or []:
             if name not in valid:
                 raise pytest.UsageError(f"--{option.removeprefix('harness_')} {name}: unknown; known: {', '.join(valid)}")
     if config.getoption("harness_soak"):
-        from harness.soak import parse_duration
+        from harness.workloads.soak import parse_duration
 
         try:
             parse_duration(config.getoption("harness_soak"))
@@ -698,7 +698,7 @@ def _start_session(config: pytest.Config) -> HarnessSession:
     for text in _split(config.getoption("harness_gpus")) or []:
         if not text.isdigit() or int(text) < 1:
             raise pytest.UsageError(f"--gpus {text!r}: expected positive integers, e.g. --gpus 1,2,4")
-    from harness.slurm import allocation_from_env
+    from harness.launch.slurm import allocation_from_env
 
     try:
         allocation = allocation_from_env()
@@ -728,7 +728,7 @@ def _start_session(config: pytest.Config) -> HarnessSession:
             "Point --harness-report-dir at a writable directory (in a container, mount one at reports/).") from None
     _point_latest(report_root, run_dir)
     if profile.hardware.device == "cuda":
-        from harness.hardware import busy_gpu_message, gpu_processes
+        from harness.node.hardware import busy_gpu_message, gpu_processes
 
         busy = gpu_processes(hardware.gpus)
         if busy:
@@ -845,7 +845,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _write_html_report(session: pytest.Session, run_dir: Path) -> None:
     """The sign-off page; a problem here is a warning line, never a changed exit status."""
-    from harness.report import write_report
+    from harness.report.render import write_report
 
     try:
         line = f"harness: report {write_report(run_dir)}"

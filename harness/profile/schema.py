@@ -30,7 +30,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from harness.models import MODELS, PRECISIONS
+from harness.workloads.models import MODELS, PRECISIONS
 
 SCHEMA_VERSION = 1
 
@@ -88,9 +88,9 @@ class CaseBounds:
     """The bounds of one model x precision, already merged with [defaults] (the case's value wins)."""
 
     model: str
-    """Key of harness.models.MODELS."""
+    """Key of harness.workloads.models.MODELS."""
     precision: str
-    """One of harness.models.PRECISIONS."""
+    """One of harness.workloads.models.PRECISIONS."""
     batch_size_per_gpu: int
     """Samples per GPU per step in the weak-scaling runs."""
     source: str
@@ -429,7 +429,7 @@ def _gpu_count_table(element: Kind) -> Kind:
 
 
 def _precision_table(element: Kind) -> Kind:
-    """A table keyed by precision (harness.models.PRECISIONS)."""
+    """A table keyed by precision (harness.workloads.models.PRECISIONS)."""
 
     def check(value: Any, where: KeyPath, report: _Report, spec: Field) -> Any:
         if not isinstance(value, dict):
@@ -884,7 +884,7 @@ def default_thresholds_dir() -> Path:
     from_env = os.environ.get("HARNESS_THRESHOLDS_DIR")
     if from_env:
         return Path(from_env)
-    beside_package = Path(__file__).resolve().parent.parent / "thresholds"
+    beside_package = Path(__file__).resolve().parents[2] / "thresholds"
     if beside_package.is_dir():
         return beside_package
     return Path("thresholds")

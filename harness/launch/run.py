@@ -29,7 +29,7 @@ KILL_GRACE_S = 5.0
 
 
 def check_model_and_precision(model: str, precision: str) -> None:
-    from harness.models import MODELS, PRECISIONS
+    from harness.workloads.models import MODELS, PRECISIONS
 
     if model not in MODELS:
         raise ValueError(f"model {model!r} is unknown; known models: {', '.join(MODELS)}")
@@ -159,12 +159,12 @@ def torchrun_prefix(gpus_per_node: int, nodes: int = 1, rendezvous: Rendezvous |
 
 
 def torchrun_command(spec: BenchmarkSpec, run_dir: Path, run_id: str, rendezvous: Rendezvous | None = None) -> list[str]:
-    return [*torchrun_prefix(spec.gpus_per_node, spec.nodes, rendezvous), "-m", "harness.worker",
+    return [*torchrun_prefix(spec.gpus_per_node, spec.nodes, rendezvous), "-m", "harness.workloads.ddp",
             *worker_args(spec, run_dir, run_id)]
 
 
 def worker_args(spec: BenchmarkSpec, run_dir: Path, run_id: str) -> list[str]:
-    """harness.worker's arguments for one case (its command line, or one entry of a plan)."""
+    """harness.workloads.ddp's arguments for one case (its command line, or one entry of a plan)."""
     return [
         "--model", spec.model, "--precision", spec.precision, "--scaling", spec.scaling,
         "--batch-size-per-gpu", str(spec.per_gpu_batch),
@@ -199,7 +199,7 @@ def launch_env(spec: BenchmarkSpec, run_id: str) -> dict[str, str]:
         env.setdefault("OMP_NUM_THREADS", str(max(1, cores // spec.gpus_per_node)))
         env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a CPU run must not touch a GPU that happens to be there
     # Make our package importable by the workers even when it is not installed (a source checkout).
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     return env
 
@@ -210,7 +210,7 @@ def slurm_launch(spec: BenchmarkSpec, run_id: str) -> tuple[list[str], Rendezvou
     srun starts one torchrun agent per node (under HARNESS_STEP_WRAPPER, e.g. apptainer exec,
     when set); the agents meet on the allocation's first node (docs/slurm.md).
     """
-    from harness import slurm
+    from harness.launch import slurm
 
     alloc = slurm.allocation_from_env()
     if alloc is None:
@@ -298,7 +298,7 @@ def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_id
         {"run_id": run_id, "argv": worker_args(spec, Path(run_dir), run_id)}
         for spec, run_dir, run_id in zip(specs, run_dirs, run_ids)]}, indent=1))
     launch_id = f"{launch_dir.name}-{os.getpid()}-{int(time.time())}"
-    command = [*torchrun_prefix(specs[0].gpus_per_node), "-m", "harness.worker", "--plan", str(plan)]
+    command = [*torchrun_prefix(specs[0].gpus_per_node), "-m", "harness.workloads.ddp", "--plan", str(plan)]
     # The stall rule bounds each case; the whole launch may take what its cases may take together.
     bounds = dataclasses.replace(specs[0], timeout_s=sum(spec.timeout_s for spec in specs))
     samplers = CaseSamplers([Path(d) for d in run_dirs], specs[0])

@@ -78,7 +78,7 @@ class TrainStep:
         with torch.autocast(self.device_type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None):
             loss = self.spec.loss(self.model(self.inputs), self.targets)
         if poison:
-            loss = loss * float("nan")  # fault injection (harness/faults.py): the sanity check must catch it
+            loss = loss * float("nan")  # fault injection (harness/workloads/faults.py): the sanity check must catch it
         self.scaler.scale(loss).backward()
         return loss.detach()
 

@@ -10,7 +10,7 @@ Files in the run directory (the launcher reads them):
   rank<R>.failure.json  why this rank gave up, when it could say so (OOM, NaN, bad input)
   record.json           the run record, written atomically by rank 0
 
-``--plan PLAN.json`` runs several cases of one GPU count in one launch (harness.launch.
+``--plan PLAN.json`` runs several cases of one GPU count in one launch (harness.launch.run.
 run_benchmark_group): the process start, imports and process-group init are paid once. The
 launch directory (PLAN.json's) holds the logs and the phase files the launcher watches; each
 case's own directory gets its record, a copy of its phase files (the telemetry sampler opens and
@@ -65,7 +65,7 @@ class WorkerArgs:
 
 
 def parse_args(argv: list[str] | None = None) -> WorkerArgs:
-    parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.workloads.ddp", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--precision", required=True, choices=("fp32", "fp16", "bf16"))
     parser.add_argument("--scaling", default="weak", choices=("weak", "strong"))
@@ -223,7 +223,7 @@ def _plan_path(argv: list[str]) -> Path | None:
     if "--plan" not in argv:
         return None
     if len(argv) != 2 or argv[0] != "--plan":
-        raise SystemExit("python -m harness.worker --plan PLAN.json takes no other arguments")
+        raise SystemExit("python -m harness.workloads.ddp --plan PLAN.json takes no other arguments")
     return Path(argv[1])
 
 
@@ -258,7 +258,7 @@ def setup(device_kind: str, *, rank: int, local_rank: int, world_size: int, phas
     import torch
     import torch.distributed as dist
 
-    import harness.models  # noqa: F401 - torchvision's import belongs to "import", not to the first build
+    import harness.workloads.models  # noqa: F401 - torchvision's import belongs to "import", not to the first build
 
     t_imported = time.time()
     if device_kind == "cuda":
@@ -291,8 +291,9 @@ def run_case(args: WorkerArgs, ctx: Distributed, *, phase: Phase, launch_cases: 
     torch, dist, device = ctx.torch, ctx.dist, ctx.device
     rank, local_rank, world_size = ctx.rank, ctx.local_rank, ctx.world_size
     device_name, gpu_uuid, gpu_index, host = ctx.device_name, ctx.gpu_uuid, ctx.gpu_index, ctx.host
-    from harness import faults, recipe
-    from harness.models import get_model
+    from harness.workloads import faults
+    from harness.workloads import recipe
+    from harness.workloads.models import get_model
 
     phase.write("setup")
     spec = get_model(args.model)
@@ -313,7 +314,7 @@ def run_case(args: WorkerArgs, ctx: Distributed, *, phase: Phase, launch_cases: 
             torch.cuda.empty_cache()  # and its cached blocks: this case's batch must find the memory free
 
     torch.manual_seed(1234 + rank)
-    from harness import compilecache
+    from harness.workloads import compilecache
 
     # Compilation happens in the first warmup steps; counting over the whole case says whether it was
     # compiled or found in the caches (on which ranks), which is most of a compiled case's wall time.
@@ -485,11 +486,11 @@ def measurement_done(step_times_ms: list[float], *, block_steps: int, elapsed_s:
                      min_seconds: float, max_seconds: float) -> str | None:
     """Why the adaptive window may stop now, or None to go on (pure, unit-tested).
 
-    The 95 % CI of throughput comes from block means (harness.stats), so a drift between blocks
+    The 95 % CI of throughput comes from block means (harness.workloads.stats), so a drift between blocks
     widens it and keeps the window open until ``max_seconds``; steady blocks close it as soon as
     ``min_seconds`` have passed.
     """
-    from harness.stats import throughput_ci95_rel
+    from harness.workloads.stats import throughput_ci95_rel
 
     if elapsed_s >= max_seconds:
         return "max time"
@@ -648,9 +649,10 @@ def build_record(args: WorkerArgs, *, spec, world_size: int, gathered: list[dict
                  warmup_s: float, measured_steps: int, phases_s: dict[str, float], versions, nodes: int,
                  launch: dict | None = None):
     """Turn every rank's raw timings into the run record (pure: no torch, unit-testable)."""
-    from harness import compilecache, recipe
+    from harness.workloads import compilecache
+    from harness.workloads import recipe
     from harness.records import RankStats, RunRecord
-    from harness.stats import step_time_stats, straggler, throughput_ci95_rel
+    from harness.workloads.stats import step_time_stats, straggler, throughput_ci95_rel
 
     per_rank = tuple(
         RankStats(

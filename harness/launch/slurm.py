@@ -269,7 +269,7 @@ def step_wrapper(env: Mapping[str, str] = os.environ) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.slurm",
+    parser = argparse.ArgumentParser(prog="python -m harness.launch.slurm",
                                      description="What Slurm allocation this is, as the harness reads it.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("show", help="the allocation as JSON (exit 1 outside Slurm)")

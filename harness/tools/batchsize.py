@@ -6,7 +6,7 @@ Two halves, kept apart so the search is tested without a GPU:
   about batch sizes, doubling from ``start`` until a batch does not fit (or ``max_batch`` is
   reached), then bisecting between the last batch that fit and the first that did not.
 * ``subprocess_probe(...)`` is the I/O edge: each probe is a fresh Python process that builds the
-  model and runs a few full training steps with the harness recipe (``harness/recipe.py``: the same
+  model and runs a few full training steps with the harness recipe (``harness/workloads/recipe.py``: the same
   optimizer, loss scaler, autocast, channels_last for CNNs, DDP with ``gradient_as_bucket_view``
   as the worker), then reports the peak memory. A fresh process per probe, because an OOM can leave
   the CUDA caching allocator fragmented: the next probe in the same process would measure the
@@ -302,8 +302,8 @@ def run_probe_steps(*, model: str, precision: str, batch_size: int, device_kind:
     import torch
     import torch.distributed as dist
 
-    from harness import recipe
-    from harness.models import get_model
+    from harness.workloads import recipe
+    from harness.workloads.models import get_model
 
     spec = get_model(model)
     device_name = None
@@ -353,7 +353,7 @@ def run_probe_steps(*, model: str, precision: str, batch_size: int, device_kind:
 
 def probe_command(*, model: str, precision: str, batch_size: int, device_kind: str, steps: int,
                   result_path: Path) -> list[str]:
-    return [sys.executable, "-m", "harness.batchsize", "--model", model, "--precision", precision,
+    return [sys.executable, "-m", "harness.tools.batchsize", "--model", model, "--precision", precision,
             "--batch-size", str(batch_size), "--device", device_kind, "--steps", str(steps),
             "--result", str(result_path)]
 
@@ -362,7 +362,7 @@ def subprocess_probe(*, model: str, precision: str, device_kind: str, log_dir: P
                      steps: int = DEFAULT_PROBE_STEPS, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
                      extra_env: dict[str, str] | None = None) -> Callable[[int], ProbeResult]:
     """A ``probe(batch)`` that runs each batch in a fresh process; its log is ``log_dir/probe-<batch>.log``."""
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])
     log_dir.mkdir(parents=True, exist_ok=True)
 
     def probe(batch_size: int) -> ProbeResult:
@@ -434,7 +434,7 @@ def add_find_max_bs_parser(subparsers) -> argparse.ArgumentParser:
         "find-max-bs", help="find the largest per-GPU batch that fits in memory",
         description="Find the largest per-GPU batch whose training step (harness recipe) fits within a fraction of "
                     "the GPU's memory: doubling, then bisection, each probe a fresh process.")
-    # Names, not choices from harness.models: importing it imports torch, and `harness --help` should be quick.
+    # Names, not choices from harness.workloads.models: importing it imports torch, and `harness --help` should be quick.
     p.add_argument("--model", required=True, help="a registry model, e.g. resnet50, vit_b_16, bert_large, tiny_bert")
     p.add_argument("--precision", required=True, choices=("fp32", "fp16", "bf16"))
     p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION,
@@ -455,14 +455,14 @@ def add_find_max_bs_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _default_device() -> str:
-    from harness.hardware import detect
+    from harness.node.hardware import detect
 
     return detect().device
 
 
 def cli_find_max_bs(ns: argparse.Namespace) -> int:
     """``harness find-max-bs``: 0 with a recommendation, 1 when nothing fits or a probe failed, 2 on bad input."""
-    from harness.models import MODELS
+    from harness.workloads.models import MODELS
 
     if ns.model not in MODELS:
         print(f"harness find-max-bs: --model {ns.model}: unknown; known models: {', '.join(MODELS)}", file=sys.stderr)
@@ -512,11 +512,11 @@ def cli_find_max_bs(ns: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# The probe process's entry point: python -m harness.batchsize --model ... --result PATH
+# The probe process's entry point: python -m harness.tools.batchsize --model ... --result PATH
 
 
 def _probe_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.batchsize",
+    parser = argparse.ArgumentParser(prog="python -m harness.tools.batchsize",
                                      description="one find-max-bs probe (run by harness find-max-bs, not by hand)")
     parser.add_argument("--model", required=True)
     parser.add_argument("--precision", required=True, choices=("fp32", "fp16", "bf16"))
@@ -528,7 +528,7 @@ def _probe_main(argv: list[str] | None = None) -> int:
     from dataclasses import asdict
 
     from harness.records import write_json_atomic
-    from harness.worker import _die_with_parent
+    from harness.workloads.ddp import _die_with_parent
 
     # The probe runs in a session of its own (so a timeout can kill its group): should find-max-bs
     # die without a chance to clean up (SIGKILL), the kernel ends the probe too. A probe orphaned on

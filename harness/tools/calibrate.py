@@ -2,11 +2,11 @@
 
 On new hardware (a B200, an MI300, an L40S...) there is no profile to sign nodes off against.
 Calibration makes one from a golden node: it finds the batch sizes (``harness find-max-bs``) or
-takes them, runs the weak-scaling matrix ``repeats`` times through ``harness.launch.run_benchmark``
+takes them, runs the weak-scaling matrix ``repeats`` times through ``harness.launch.run.run_benchmark``
 (the very launch the acceptance suite makes), and writes ``thresholds/<name>.toml`` with the
 measured medians and spreads as comments, bounds derived from them with stated margins, a match
 rule for the detected hardware, and where every number came from. The file is validated with
-``harness.thresholds.load_profile`` before it is written (atomically), so it is usable at once:
+``harness.profile.schema.load_profile`` before it is written (atomically), so it is usable at once:
 ``make acceptance ARGS="--hardware <name>"``.
 
 Statistics (docs/calibration.md says why):
@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 if TYPE_CHECKING:
-    from harness.batchsize import SearchResult
-    from harness.hardware import Hardware
-    from harness.launch import BenchmarkSpec
+    from harness.tools.batchsize import SearchResult
+    from harness.node.hardware import Hardware
+    from harness.launch.run import BenchmarkSpec
     from harness.records import RunRecord
 
 DEFAULT_MATRIX: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -550,8 +550,8 @@ def render_profile(plan: CalibrationPlan, hw: Hardware, cases: Sequence[CaseMeas
 
 
 def validate_profile_text(text: str, name: str):
-    """The Profile the text loads as (harness.thresholds.load_profile), or ThresholdError."""
-    from harness.thresholds import load_profile
+    """The Profile the text loads as (harness.profile.schema.load_profile), or ThresholdError."""
+    from harness.profile.schema import load_profile
 
     with tempfile.TemporaryDirectory(prefix="harness-calibrate-") as scratch:
         path = Path(scratch) / f"{name}.toml"
@@ -562,7 +562,7 @@ def validate_profile_text(text: str, name: str):
 def write_profile(text: str, path: Path, *, force: bool) -> None:
     """Validate, then write atomically; refuse to replace an existing file unless ``force``."""
     from harness.records import write_json_atomic
-    from harness.thresholds import ThresholdError
+    from harness.profile.schema import ThresholdError
 
     try:
         validate_profile_text(text, path.stem)
@@ -585,7 +585,7 @@ def _split_list(values: Sequence[str] | None) -> list[str]:
 
 def parse_batch_sizes(values: Sequence[str] | None) -> dict[str, int]:
     """``["resnet50=256", "vit_b_16=192,bert_large=128"]`` -> {model: batch}."""
-    from harness.models import MODELS
+    from harness.workloads.models import MODELS
 
     sizes = {}
     for item in _split_list(values):
@@ -601,7 +601,7 @@ def parse_batch_sizes(values: Sequence[str] | None) -> dict[str, int]:
 
 def parse_peak_tflops(text: str) -> dict[str, float]:
     """``"bf16=989,fp16=989"`` -> {precision: TFLOP/s}."""
-    from harness.models import PRECISIONS
+    from harness.workloads.models import PRECISIONS
 
     peaks = {}
     for item in _split_list([text]):
@@ -636,8 +636,8 @@ def _default_gpu_counts(available: int, device: str) -> tuple[int, ...]:
 
 def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tuple[dict[str, float], str] | None:
     """The peak TFLOP/s of an existing profile that matches this hardware, with where they came from."""
-    from harness.hardware import HardwareError, select_profile
-    from harness.thresholds import ThresholdError, load_profile
+    from harness.node.hardware import HardwareError, select_profile
+    from harness.profile.schema import ThresholdError, load_profile
 
     profiles, seen = [], set()
     for directory in directories:
@@ -661,9 +661,9 @@ def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tu
 def plan_from_args(ns: argparse.Namespace, hw: Hardware, *, thresholds_dir: Path | None = None,
                    now: datetime | None = None) -> CalibrationPlan:
     """Check every argument against the hardware and the files; CalibrationError says what is wrong."""
-    from harness.hardware import HardwareError, check_homogeneous
-    from harness.models import MODELS, PRECISIONS
-    from harness.thresholds import default_thresholds_dir
+    from harness.node.hardware import HardwareError, check_homogeneous
+    from harness.workloads.models import MODELS, PRECISIONS
+    from harness.profile.schema import default_thresholds_dir
 
     if not _NAME.fullmatch(ns.name or ""):
         raise CalibrationError(f"--name {ns.name!r}: use letters, digits, '.', '_' and '-' (it becomes the file name "
@@ -798,7 +798,7 @@ BatchFinder = Callable[..., "SearchResult"]
 def choose_batches(plan: CalibrationPlan, find_batch: BatchFinder, echo: Callable[[str], None]) -> dict[
         tuple[str, str], BatchChoice]:
     """The per-GPU batch of every case: given, or the largest that fits (find-max-bs)."""
-    from harness.batchsize import SearchError, format_table, recommendation
+    from harness.tools.batchsize import SearchError, format_table, recommendation
 
     choices = {}
     for model in plan.models:
@@ -833,7 +833,7 @@ def choose_batches(plan: CalibrationPlan, find_batch: BatchFinder, echo: Callabl
 
 
 def _spec(plan: CalibrationPlan, model: str, precision: str, gpus: int, batch: int) -> BenchmarkSpec:
-    from harness.launch import BenchmarkSpec
+    from harness.launch.run import BenchmarkSpec
 
     return BenchmarkSpec(model=model, precision=precision, gpus_per_node=gpus, scaling="weak",
                          batch_size_per_gpu=batch, device=plan.device, warmup_seconds=plan.warmup_seconds,
@@ -908,9 +908,9 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
                     echo: Callable[[str], None] = print) -> CalibrationOutcome:
     """Batches, the repeated matrix, the statistics, the validated profile written to plan.output_path."""
     if launcher is None:
-        from harness.launch import run_benchmark as launcher
+        from harness.launch.run import run_benchmark as launcher
     if find_batch is None:
-        from harness.batchsize import find_max_batch as find_batch
+        from harness.tools.batchsize import find_max_batch as find_batch
     batches = choose_batches(plan, find_batch, echo)
     by_case = run_matrix(plan, batches, launcher, echo)
     cases = tuple(measure_case(model, precision, batches[(model, precision)], by_case[(model, precision)])
@@ -935,8 +935,8 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
 
 def selection_note(plan: CalibrationPlan, hw: Hardware) -> str:
     """Which profile automatic selection now picks on this hardware from the output directory."""
-    from harness.hardware import HardwareError, select_profile
-    from harness.thresholds import ThresholdError, load_profile
+    from harness.node.hardware import HardwareError, select_profile
+    from harness.profile.schema import ThresholdError, load_profile
 
     if plan.device != hw.device:
         return ""
@@ -1014,7 +1014,7 @@ def add_calibrate_parser(subparsers) -> argparse.ArgumentParser:
 
 def cli_calibrate(ns: argparse.Namespace) -> int:
     """``harness calibrate``: 0 when the profile was written, 1 when calibration failed, 2 on bad arguments."""
-    from harness.hardware import HardwareError, detect
+    from harness.node.hardware import HardwareError, detect
 
     try:
         hw = detect()
@@ -1035,7 +1035,7 @@ def cli_calibrate(ns: argparse.Namespace) -> int:
     note = selection_note(plan, hw)
     if note:
         print(note)
-    from harness.thresholds import default_thresholds_dir
+    from harness.profile.schema import default_thresholds_dir
 
     extra = ""
     if plan.output_path.parent.resolve() != default_thresholds_dir().resolve():

@@ -8,9 +8,9 @@ thermal or hardware-slowdown throttling, new ECC errors, a temperature above the
 bound, or throughput decay: the last window slower than the first by more than
 ``[soak] max_throughput_decay``.
 
-``python -m harness.soak`` is the torchrun worker: the same model registry and training recipe
-as harness/worker.py, but a loop that runs for a duration and reports each window (one host sync
-and one all-reduce per window, never per step). The launcher side reuses harness/launch.py.
+``python -m harness.workloads.soak`` is the torchrun worker: the same model registry and training recipe
+as harness/workloads/ddp.py, but a loop that runs for a duration and reports each window (one host sync
+and one all-reduce per window, never per step). The launcher side reuses harness/launch/run.py.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def throughput_decay(windows: list[dict]) -> float | None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m harness.soak", description="burn-in training loop (under torchrun)")
+    parser = argparse.ArgumentParser(prog="python -m harness.workloads.soak", description="burn-in training loop (under torchrun)")
     parser.add_argument("--model", required=True)
     parser.add_argument("--precision", required=True, choices=("fp32", "fp16", "bf16"))
     parser.add_argument("--batch-size-per-gpu", type=int, required=True)
@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.interconnect import rank_main
+    from harness.workloads.allreduce import rank_main
 
     return rank_main("soak", soak, parse_args(argv))
 
@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
 def soak(args: argparse.Namespace, *, rank: int, local_rank: int, world_size: int, phase) -> None:
     import torch
 
-    from harness import recipe
-    from harness.interconnect import init_distributed
-    from harness.models import get_model
+    from harness.workloads import recipe
+    from harness.workloads.allreduce import init_distributed
+    from harness.workloads.models import get_model
     from harness.records import write_json_atomic
 
     dist, device = init_distributed(torch, args.device, local_rank, phase)
@@ -186,7 +186,7 @@ class SoakSpec:
     telemetry_period_s: float = 0.1
 
     def __post_init__(self) -> None:
-        from harness.launch import check_launch_fields, check_model_and_precision
+        from harness.launch.run import check_launch_fields, check_model_and_precision
 
         check_model_and_precision(self.model, self.precision)
         check_launch_fields(self, at_least_one=("batch_size_per_gpu",),
@@ -211,9 +211,9 @@ class SoakSpec:
 
 
 def soak_command(spec: SoakSpec, run_dir: Path, run_id: str) -> list[str]:
-    from harness.launch import torchrun_prefix
+    from harness.launch.run import torchrun_prefix
 
-    return [*torchrun_prefix(spec.gpus_per_node, spec.nodes), "-m", "harness.soak",
+    return [*torchrun_prefix(spec.gpus_per_node, spec.nodes), "-m", "harness.workloads.soak",
             "--model", spec.model, "--precision", spec.precision,
             "--batch-size-per-gpu", str(spec.batch_size_per_gpu), "--device", spec.device,
             "--duration-seconds", str(spec.duration_s), "--window-seconds", str(spec.window),
@@ -245,7 +245,7 @@ class SoakRun:
 
 
 def run_soak(spec: SoakSpec, run_dir: Path, *, run_id: str) -> SoakRun:
-    from harness.launch import explain_failure, supervise
+    from harness.launch.run import explain_failure, supervise
     from harness.telemetry import sampler_for
 
     run_dir = Path(run_dir)
@@ -272,7 +272,7 @@ def run_soak(spec: SoakSpec, run_dir: Path, *, run_id: str) -> SoakRun:
 
 def soak_checks(run: SoakRun, soak_bounds, case_bounds, *, missing_note: str) -> list:
     """Completed with a finite loss; throughput decay vs [soak]; temperature, throttling and ECC over the soak."""
-    from harness.verdict import Check, telemetry_checks
+    from harness.checks.verdict import Check, telemetry_checks
 
     ran = run.status in ("ok", "invalid")
     completed = Check(name="soak completed", kind="sanity", measured=None, bound=None, unit="", comparison="==",

@@ -28,9 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness import svg
-from harness.compilecache import summary as compile_cache_summary
-from harness.interconnect import size_label
+from harness.report import charts as svg
+from harness.workloads.compilecache import summary as compile_cache_summary
+from harness.workloads.allreduce import size_label
 
 FIELD_CHARS = 4000
 """Longest single string kept from any input (a profile description, a failure message)."""
@@ -44,7 +44,7 @@ PRECISION_COLORS = {"bf16": "#2f6fdf", "fp16": "#d9480f", "fp32": "#7048e8"}
 OTHER_COLORS = ("#0b7285", "#5c940d", "#a61e4d", "#495057")
 GPU_COLORS = ("#2f6fdf", "#d9480f", "#2b8a3e", "#7048e8", "#0b7285", "#c2255c", "#e67700", "#495057")
 
-# The case bounds [defaults] may set for every case: harness.thresholds.CASE_FIELDS with
+# The case bounds [defaults] may set for every case: harness.profile.schema.CASE_FIELDS with
 # inherit=True (tests/test_report.py keeps the two in step; importing thresholds here would import
 # torch, and the report must build from JSON alone).
 INHERITED_BOUNDS = ("min_weak_efficiency", "min_gpu_utilization_pct", "min_power_fraction_of_limit",
@@ -521,7 +521,7 @@ def build_signoff(inputs: RunInputs, header: dict, tests: list[dict]) -> dict:
 
 
 def case_bounds(raw_profile: dict, model: str, precision: str) -> dict | None:
-    """The profile's bounds for one case merged with [defaults], as harness.thresholds does."""
+    """The profile's bounds for one case merged with [defaults], as harness.profile.schema does."""
     case = _dict(_dict(_dict(raw_profile.get("models")).get(model)).get(precision))
     if not case:
         return None
@@ -1018,7 +1018,7 @@ def interconnect_missing(header: dict) -> str:
 def interconnect_charts(header: dict, raw_profile: dict) -> list[Any]:
     """All-reduce bus bandwidth vs message size per GPU count, with the profile's bound, when measured.
 
-    Shape (``harness["interconnect"]`` in report.json / session.json, written by harness/interconnect.py)::
+    Shape (``harness["interconnect"]`` in report.json / session.json, written by harness/workloads/allreduce.py)::
 
         {"allreduce": [{"gpus": 4, "size_bytes": 1073741824, "busbw_gbps": 350.2}, ...]}
     """
@@ -1110,7 +1110,7 @@ def build_view(inputs: RunInputs) -> dict:
 def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    return Environment(loader=PackageLoader("harness", "templates"),
+    return Environment(loader=PackageLoader("harness.report", "templates"),
                        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 

@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.interconnect import size_label
+from harness.workloads.allreduce import size_label
 from harness.records import RunRecord
 
 

@@ -1,0 +1,1 @@
+"""Judging: run records x profile bounds -> checks (pure; never touches a GPU)."""

@@ -1,0 +1,1 @@
+"""What the node is: GPUs, driver, software stack, processes on the GPUs (NVML, torch)."""

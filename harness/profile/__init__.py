@@ -1,0 +1,1 @@
+"""What the node must reach: threshold profiles, their schema, loading and matching to hardware."""

@@ -1,0 +1,1 @@
+"""Commands around the sign-off: calibrate, find-max-bs, compare."""
