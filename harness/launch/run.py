@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.cases import CaseId
 from harness.records import Failure, RunRecord, write_record
 
 RUN_ID_ENV = "HARNESS_RUN_ID"
@@ -130,8 +131,8 @@ class BenchmarkSpec:
 
     @property
     def case_id(self) -> str:
-        gpus = f"{self.nodes}x{self.gpus_per_node}gpu" if self.nodes > 1 else f"{self.gpus_per_node}gpu"
-        return f"{self.model}-{self.precision}-{self.scaling}-{gpus}"
+        return CaseId(model=self.model, precision=self.precision, gpus=self.gpus_per_node, scaling=self.scaling,
+                      nodes=self.nodes).key
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases import CaseId
 from harness.records import RunRecord
 
 SESSION_KEY = pytest.StashKey["HarnessSession"]()
@@ -95,27 +96,8 @@ def _split(values: list[str] | None) -> list[str] | None:
 # --- cases -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Case:
-    model: str
-    precision: str
-    gpus: int
-    """GPUs per node."""
-    scaling: str = "weak"
-    nodes: int = 1
-
-    @property
-    def world_size(self) -> int:
-        return self.gpus * self.nodes
-
-    def one_gpu(self) -> "Case":
-        """The same model, precision and scaling on one GPU of one node: this case's baseline."""
-        return Case(model=self.model, precision=self.precision, gpus=1, scaling=self.scaling)
-
-    @property
-    def id(self) -> str:
-        gpus = f"{self.nodes}x{self.gpus}gpu" if self.nodes > 1 else f"{self.gpus}gpu"
-        return f"{self.model}-{self.precision}-{gpus}"
+Case = CaseId
+"""A benchmark case of the session (harness.cases.CaseId)."""
 
 
 @dataclass(kw_only=True)
@@ -138,7 +120,7 @@ class CaseResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"case": self.case.id, "scaling": self.case.scaling, "nodes": self.case.nodes, "context": self.context,
+        return {"case": self.case.test_param, "case_id": self.case.to_dict(), "scaling": self.case.scaling, "nodes": self.case.nodes, "context": self.context,
                 "record": self.record.to_dict(), "baseline_run_id": self.baseline_run_id,
                 "checks": [c.to_dict() for c in self.checks]}
 
@@ -230,7 +212,7 @@ class HarnessSession:
                         unit = "GPUs" if profile.hardware.device == "cuda" else "CPU cores"
                         marks.append(pytest.mark.skip(
                             reason=f"needs {count} {unit}; this node has {self.available_gpus}"))
-                    params.append(pytest.param(case, id=case.id, marks=marks))
+                    params.append(pytest.param(case, id=case.test_param, marks=marks))
         return params
 
     def node_counts(self) -> list[int]:
