@@ -1,16 +1,20 @@
 """The training recipe shared by the worker and the reference loop: optimizer, loss scaler, autocast.
 
-SGD with momentum, as the study this harness descends from. Which SGD implementation runs
-depends on the precision, because of a trap in the fused kernel:
+SGD with momentum, as the study this harness descends from, through the fused kernel (one launch
+for all parameters) at every precision. fp16 adds ``GradScaler``, which must *skip* the update on
+steps whose gradients overflowed (routine in the first steps, while it finds its scale). With a
+fused optimizer the scaler hands the skip to the kernel (``found_inf`` stays on the device), so the
+step never waits on the host; the foreach/for-loop path instead reads the overflow flag on the
+host every step (``found_inf.item()``), which made fp16 figures follow the host's CPU and launch
+latency.
 
-* bf16 / fp32 need no loss scaling: the fused SGD kernel (one launch for all parameters) is used.
-* fp16 needs ``GradScaler``, which must *skip* the update on steps whose gradients overflowed
-  (routine in the first steps, while it finds its scale). With ``fused=True`` the scaler hands
-  that decision to the kernel, and the fused SGD kernel still writes the overflowed gradient into
-  the momentum buffer: the weights turn NaN a step later (seen here on H200 with torch 2.11 for
-  ResNet-50/152 fp16; also reported in LibreYOLO/libreyolo#771). So fp16 uses the multi-tensor
-  (foreach) SGD, and the scaler reads its overflow flag on the host once per step — a sync that
-  belongs to the standard fp16 recipe, not to our measuring.
+The trap, and why the buffers are made here: on its first step, torch's ``_fused_sgd`` allocates
+every momentum buffer with ``torch.empty_like`` and keeps them in the optimizer state even when
+the kernel skips that step for an overflow. The next step then starts from uninitialised memory:
+the weights turn NaN or huge (seen on H200 with torch 2.11 for ResNet fp16; reproduced on the CPU
+with torch 2.14 in tests/test_recipe.py; LibreYOLO/libreyolo#771 saw the same). Zero buffers made
+up front give the first real step ``buf = momentum * 0 + grad = grad``, exactly what SGD's first
+step sets, and leave nothing uninitialised for an overflowed step to keep.
 """
 
 from __future__ import annotations
@@ -27,8 +31,12 @@ def autocast_dtype(precision: str) -> torch.dtype | None:
 
 
 def make_optimizer(params, precision: str) -> torch.optim.Optimizer:
-    fused = precision != "fp16"
-    return torch.optim.SGD(params, lr=LEARNING_RATE, momentum=MOMENTUM, fused=fused, foreach=None if fused else True)
+    """Fused SGD with momentum, its buffers zeroed before the first step (see the module doc)."""
+    params = list(params)
+    optimizer = torch.optim.SGD(params, lr=LEARNING_RATE, momentum=MOMENTUM, fused=True)
+    for param in params:
+        optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+    return optimizer
 
 
 def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
@@ -36,9 +44,8 @@ def make_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
 
 
 def describe(precision: str) -> str:
-    kind = "foreach" if precision == "fp16" else "fused"
-    scaler = ", GradScaler" if precision == "fp16" else ""
-    return f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM}, {kind}){scaler}"
+    scaler = ", GradScaler (skip on the device)" if precision == "fp16" else ""
+    return f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM}, fused, zeroed momentum){scaler}"
 
 
 def build_ddp(spec, device: torch.device):
@@ -58,7 +65,7 @@ def build_ddp(spec, device: torch.device):
 
 class TrainStep:
     """One training step of the recipe on a fixed synthetic batch: autocast forward, (scaled)
-    backward, optimizer step. No host sync of its own (but fp16's GradScaler skip check).
+    backward, optimizer step. No host sync, fp16 included (the scaler's skip stays on the device).
 
     ``model`` is what runs the forward (the DDP module, or torch.compile of it); ``parameters``
     are the DDP module's.
