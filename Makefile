@@ -1,5 +1,5 @@
 # The two commands of the README: `make acceptance` (the sign-off run) and `make test` (the
-# harness's own tests). Each makes its own virtual environment on first use.
+# harness's own tests, after `make lint`). Each makes its own virtual environment on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,8 +8,10 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 # Extra pytest arguments for the unit tests.
 TEST_ARGS ?=
+# What ruff lints (configured in pyproject.toml; mypy's files are set there: harness/).
+LINT_PATHS ?= harness tests benchmarks acceptance docs/examples
 
-.PHONY: acceptance test venv clean-venv
+.PHONY: acceptance test lint venv clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +24,13 @@ venv: $(STAMP)
 acceptance: $(STAMP)
 	$(BIN)/python -m pytest acceptance $(ARGS)
 
-test: $(STAMP)
+# Lint first: a finding fails in seconds what the suite would take minutes to reach.
+test: lint
 	$(BIN)/python -m pytest tests $(TEST_ARGS)
+
+# Both run, so one pass shows every finding; either failing fails the target.
+lint: $(STAMP)
+	status=0; $(BIN)/ruff check $(LINT_PATHS) || status=1; $(BIN)/mypy || status=1; exit $$status
 
 clean-venv:
 	rm -rf $(VENV)

@@ -191,7 +191,7 @@ def _coerce(hint: Any, value: Any) -> Any:
         for arg in args:
             if arg is not type(None):
                 return _coerce(arg, value)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _build(hint, value)
     if origin is tuple:
         return tuple(_coerce(args[0], item) for item in value)
