@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.profile import schema as thresholds
-from harness.workloads.models import MODELS, PRECISIONS
+from harness.catalog import MODELS, PRECISIONS
 from harness.profile.schema import (
     CaseBounds,
     InterconnectBounds,

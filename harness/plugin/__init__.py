@@ -436,7 +436,7 @@ class HarnessSession:
                              data={"topology": self.topology})
 
     def soak_spec(self):
-        from harness.workloads.models import MODELS
+        from harness.catalog import MODELS
         from harness.workloads.soak import SoakSpec, parse_duration
 
         profile = self.profile
@@ -655,7 +655,7 @@ def _start_session(config: pytest.Config) -> HarnessSession:
     except HardwareError as exc:
         raise pytest.UsageError(str(exc)) from None
     for option, known in (("harness_models", profile.models), ("harness_precisions", profile.precisions)):
-        from harness.workloads.models import MODELS, PRECISIONS
+        from harness.catalog import MODELS, PRECISIONS
 
         valid = MODELS if option == "harness_models" else PRECISIONS
         for name in _split(config.getoption(option)) or []:

@@ -30,7 +30,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from harness.workloads.models import MODELS, PRECISIONS
+from harness.catalog import MODELS, PRECISIONS
 
 SCHEMA_VERSION = 1
 
@@ -88,9 +88,9 @@ class CaseBounds:
     """The bounds of one model x precision, already merged with [defaults] (the case's value wins)."""
 
     model: str
-    """Key of harness.workloads.models.MODELS."""
+    """Key of harness.catalog.MODELS."""
     precision: str
-    """One of harness.workloads.models.PRECISIONS."""
+    """One of harness.catalog.PRECISIONS."""
     batch_size_per_gpu: int
     """Samples per GPU per step in the weak-scaling runs."""
     source: str
@@ -429,7 +429,7 @@ def _gpu_count_table(element: Kind) -> Kind:
 
 
 def _precision_table(element: Kind) -> Kind:
-    """A table keyed by precision (harness.workloads.models.PRECISIONS)."""
+    """A table keyed by precision (harness.catalog.PRECISIONS)."""
 
     def check(value: Any, where: KeyPath, report: _Report, spec: Field) -> Any:
         if not isinstance(value, dict):

@@ -585,7 +585,7 @@ def _split_list(values: Sequence[str] | None) -> list[str]:
 
 def parse_batch_sizes(values: Sequence[str] | None) -> dict[str, int]:
     """``["resnet50=256", "vit_b_16=192,bert_large=128"]`` -> {model: batch}."""
-    from harness.workloads.models import MODELS
+    from harness.catalog import MODELS
 
     sizes = {}
     for item in _split_list(values):
@@ -601,7 +601,7 @@ def parse_batch_sizes(values: Sequence[str] | None) -> dict[str, int]:
 
 def parse_peak_tflops(text: str) -> dict[str, float]:
     """``"bf16=989,fp16=989"`` -> {precision: TFLOP/s}."""
-    from harness.workloads.models import PRECISIONS
+    from harness.catalog import PRECISIONS
 
     peaks = {}
     for item in _split_list([text]):
@@ -662,7 +662,7 @@ def plan_from_args(ns: argparse.Namespace, hw: Hardware, *, thresholds_dir: Path
                    now: datetime | None = None) -> CalibrationPlan:
     """Check every argument against the hardware and the files; CalibrationError says what is wrong."""
     from harness.node.hardware import HardwareError, check_homogeneous
-    from harness.workloads.models import MODELS, PRECISIONS
+    from harness.catalog import MODELS, PRECISIONS
     from harness.profile.schema import default_thresholds_dir
 
     if not _NAME.fullmatch(ns.name or ""):
