@@ -118,7 +118,7 @@ def _add_thresholds(sub) -> None:
 
 
 def cmd_thresholds(ns: argparse.Namespace) -> int:
-    from harness.profile.schema import cli_check
+    from harness.profile.load import cli_check
 
     return cli_check(ns.files)
 

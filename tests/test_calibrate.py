@@ -17,7 +17,7 @@ from harness.tools.calibrate import (BatchChoice, CalibrationError, Margins, der
                                round_down_significant, run_calibration, spread_warnings)
 from harness.node.hardware import GpuInfo, Hardware, HardwareError, select_profile
 from harness.records import Failure, RunRecord, StepTimeStats, Versions
-from harness.profile.schema import load_profile
+from harness.profile.load import load_profile
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -396,7 +396,7 @@ def test_describe_cpu_says_why() -> None:
 
 def profile(name: str, device: str = "cuda", contains: str | None = None,
             min_gib: float | None = None, max_gib: float | None = None) -> SimpleNamespace:
-    """A stand-in for harness.profile.schema.Profile with only the attributes selection reads."""
+    """A stand-in for harness.profile.bounds.Profile with only the attributes selection reads."""
     return SimpleNamespace(
         name=name,
         path=Path(f"thresholds/{name}.toml"),
@@ -544,8 +544,8 @@ class FakeThresholdError(Exception):
 
 @pytest.fixture
 def fake_thresholds(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """Stands in for harness.profile.schema so these tests do not depend on the threshold files."""
-    module = types.ModuleType("harness.profile.schema")
+    """Stands in for harness.profile.load so these tests do not depend on the threshold files."""
+    module = types.ModuleType("harness.profile.load")
     module.ThresholdError = FakeThresholdError  # type: ignore[attr-defined]
     module.default_thresholds_dir = lambda: Path("/shipped/thresholds")  # type: ignore[attr-defined]
     module.loaded_from = []  # type: ignore[attr-defined]
@@ -555,10 +555,10 @@ def fake_thresholds(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
         return SHIPPED
 
     module.load_profiles = load_profiles  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "harness.profile.schema", module)
+    monkeypatch.setitem(sys.modules, "harness.profile.load", module)
     import harness.profile
 
-    monkeypatch.setattr(harness.profile, "schema", module)
+    monkeypatch.setattr(harness.profile, "load", module)
     return module
 
 
@@ -648,7 +648,7 @@ def test_a_lost_gpu_while_resolving_uuids_is_an_error(monkeypatch: pytest.Monkey
 def test_cli_detect_with_the_real_thresholds_module_reports_a_missing_dir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("harness.profile.schema", reason="harness/profile/schema.py is not written yet")
+    pytest.importorskip("harness.profile.load", reason="harness/profile/load.py is not written yet")
     missing = tmp_path / "no-such-dir"
 
     assert hardware.cli_detect(None, str(missing)) == 1

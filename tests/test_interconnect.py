@@ -32,7 +32,7 @@ from harness.workloads.allreduce import (
     read_topology,
     topology_checks,
 )
-from harness.profile.schema import InterconnectBounds, TopologyBounds
+from harness.profile.bounds import InterconnectBounds, TopologyBounds
 from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
 
 pytest_plugins = ["pytester"]

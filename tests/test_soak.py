@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.workloads.soak import SoakRun, SoakSpec, parse_duration, soak_checks, throughput_decay, window_seconds
-from harness.profile.schema import CaseBounds, SoakBounds
+from harness.profile.bounds import CaseBounds, SoakBounds
 from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
 
 pytest_plugins = ["pytester"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harness.records import RunRecord
-from harness.profile.schema import CaseBounds
+from harness.profile.bounds import CaseBounds
 
 CheckKind = Literal["sanity", "performance", "health"]
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 import torch
 
 if TYPE_CHECKING:
-    from harness.profile.schema import Profile
+    from harness.profile.bounds import Profile
 
 GIB_BYTES = 1024**3
 """GiB is 1024³ bytes (NVML reports bytes; GB would be 1000³)."""
@@ -512,7 +512,7 @@ def _or_unknown(value: str | None) -> str:
 
 def cli_detect(hardware_override: str | None, thresholds_dir: str | None) -> int:
     """``harness detect``: print the hardware and the profile it selects; 0 on success, 1 on error."""
-    from harness.profile import schema as thresholds
+    from harness.profile import load as thresholds
 
     try:
         hw = detect()

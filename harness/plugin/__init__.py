@@ -635,7 +635,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _start_session(config: pytest.Config) -> HarnessSession:
     from harness.node.hardware import HardwareError, detect, select_profile
-    from harness.profile.schema import ThresholdError, default_thresholds_dir, load_profiles
+    from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
 
     try:
         socket.getaddrinfo(socket.gethostname(), None)

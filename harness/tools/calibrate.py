@@ -6,7 +6,7 @@ takes them, runs the weak-scaling matrix ``repeats`` times through ``harness.lau
 (the very launch the acceptance suite makes), and writes ``thresholds/<name>.toml`` with the
 measured medians and spreads as comments, bounds derived from them with stated margins, a match
 rule for the detected hardware, and where every number came from. The file is validated with
-``harness.profile.schema.load_profile`` before it is written (atomically), so it is usable at once:
+``harness.profile.load.load_profile`` before it is written (atomically), so it is usable at once:
 ``make acceptance ARGS="--hardware <name>"``.
 
 Statistics (docs/calibration.md says why):
@@ -550,8 +550,8 @@ def render_profile(plan: CalibrationPlan, hw: Hardware, cases: Sequence[CaseMeas
 
 
 def validate_profile_text(text: str, name: str):
-    """The Profile the text loads as (harness.profile.schema.load_profile), or ThresholdError."""
-    from harness.profile.schema import load_profile
+    """The Profile the text loads as (harness.profile.load.load_profile), or ThresholdError."""
+    from harness.profile.load import load_profile
 
     with tempfile.TemporaryDirectory(prefix="harness-calibrate-") as scratch:
         path = Path(scratch) / f"{name}.toml"
@@ -562,7 +562,7 @@ def validate_profile_text(text: str, name: str):
 def write_profile(text: str, path: Path, *, force: bool) -> None:
     """Validate, then write atomically; refuse to replace an existing file unless ``force``."""
     from harness.records import write_json_atomic
-    from harness.profile.schema import ThresholdError
+    from harness.profile.load import ThresholdError
 
     try:
         validate_profile_text(text, path.stem)
@@ -637,7 +637,7 @@ def _default_gpu_counts(available: int, device: str) -> tuple[int, ...]:
 def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tuple[dict[str, float], str] | None:
     """The peak TFLOP/s of an existing profile that matches this hardware, with where they came from."""
     from harness.node.hardware import HardwareError, select_profile
-    from harness.profile.schema import ThresholdError, load_profile
+    from harness.profile.load import ThresholdError, load_profile
 
     profiles, seen = [], set()
     for directory in directories:
@@ -663,7 +663,7 @@ def plan_from_args(ns: argparse.Namespace, hw: Hardware, *, thresholds_dir: Path
     """Check every argument against the hardware and the files; CalibrationError says what is wrong."""
     from harness.node.hardware import HardwareError, check_homogeneous
     from harness.catalog import MODELS, PRECISIONS
-    from harness.profile.schema import default_thresholds_dir
+    from harness.profile.load import default_thresholds_dir
 
     if not _NAME.fullmatch(ns.name or ""):
         raise CalibrationError(f"--name {ns.name!r}: use letters, digits, '.', '_' and '-' (it becomes the file name "
@@ -936,7 +936,7 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
 def selection_note(plan: CalibrationPlan, hw: Hardware) -> str:
     """Which profile automatic selection now picks on this hardware from the output directory."""
     from harness.node.hardware import HardwareError, select_profile
-    from harness.profile.schema import ThresholdError, load_profile
+    from harness.profile.load import ThresholdError, load_profile
 
     if plan.device != hw.device:
         return ""
@@ -1035,7 +1035,7 @@ def cli_calibrate(ns: argparse.Namespace) -> int:
     note = selection_note(plan, hw)
     if note:
         print(note)
-    from harness.profile.schema import default_thresholds_dir
+    from harness.profile.load import default_thresholds_dir
 
     extra = ""
     if plan.output_path.parent.resolve() != default_thresholds_dir().resolve():
