@@ -105,7 +105,7 @@ def _add_detect(sub) -> None:
 
 
 def cmd_detect(ns: argparse.Namespace) -> int:
-    from harness.node.hardware import cli_detect
+    from harness.profile.match import cli_detect
 
     return cli_detect(ns.hardware, ns.thresholds_dir)
 

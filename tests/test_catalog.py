@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_the_catalog_and_profile_loading_do_not_import_torch():
     # A fresh interpreter: this one has torch loaded already.
-    code = ("import sys, harness.catalog, harness.profile.load; "
+    code = ("import sys, harness.catalog, harness.profile.load, harness.node.nvml, harness.telemetry; "
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr

@@ -636,8 +636,9 @@ def _default_gpu_counts(available: int, device: str) -> tuple[int, ...]:
 
 def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tuple[dict[str, float], str] | None:
     """The peak TFLOP/s of an existing profile that matches this hardware, with where they came from."""
-    from harness.node.hardware import HardwareError, select_profile
+    from harness.node.hardware import HardwareError
     from harness.profile.load import ThresholdError, load_profile
+    from harness.profile.match import select_profile
 
     profiles, seen = [], set()
     for directory in directories:
@@ -661,9 +662,10 @@ def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tu
 def plan_from_args(ns: argparse.Namespace, hw: Hardware, *, thresholds_dir: Path | None = None,
                    now: datetime | None = None) -> CalibrationPlan:
     """Check every argument against the hardware and the files; CalibrationError says what is wrong."""
-    from harness.node.hardware import HardwareError, check_homogeneous
     from harness.catalog import MODELS, PRECISIONS
+    from harness.node.hardware import HardwareError
     from harness.profile.load import default_thresholds_dir
+    from harness.profile.match import check_homogeneous
 
     if not _NAME.fullmatch(ns.name or ""):
         raise CalibrationError(f"--name {ns.name!r}: use letters, digits, '.', '_' and '-' (it becomes the file name "
@@ -935,8 +937,9 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
 
 def selection_note(plan: CalibrationPlan, hw: Hardware) -> str:
     """Which profile automatic selection now picks on this hardware from the output directory."""
-    from harness.node.hardware import HardwareError, select_profile
+    from harness.node.hardware import HardwareError
     from harness.profile.load import ThresholdError, load_profile
+    from harness.profile.match import select_profile
 
     if plan.device != hw.device:
         return ""
