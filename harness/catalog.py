@@ -53,28 +53,20 @@ class ModelInfo:
 _GIGA = 1e9
 _TIMM_SOURCE = "docs/references.md: timm GMACs x 6 (forward + backward), 224 px"
 
+
+def _imagenet_224(name: str, network: str, train_gflop: float, *, channels_last: bool) -> ModelInfo:
+    """A torchvision classifier at 224 px and 1000 classes, with its published training FLOPs."""
+    return ModelInfo(name=name, description=f"{network} (torchvision), 224 px, 1000 classes", input_kind="image",
+                     train_flops_per_sample=train_gflop * _GIGA, flops_source=_TIMM_SOURCE,
+                     channels_last=channels_last, image_size_px=224, num_classes=1000)
+
+
 _CATALOG = (
-    ModelInfo(
-        name="resnet50", description="ResNet-50 (torchvision), 224 px, 1000 classes",
-        input_kind="image", train_flops_per_sample=24.7 * _GIGA,
-        flops_source=_TIMM_SOURCE, channels_last=True, image_size_px=224, num_classes=1000,
-    ),
-    ModelInfo(
-        name="resnet101", description="ResNet-101 (torchvision), 224 px, 1000 classes",
-        input_kind="image", train_flops_per_sample=47.0 * _GIGA,
-        flops_source=_TIMM_SOURCE, channels_last=True, image_size_px=224, num_classes=1000,
-    ),
-    ModelInfo(
-        name="resnet152", description="ResNet-152 (torchvision), 224 px, 1000 classes",
-        input_kind="image", train_flops_per_sample=69.4 * _GIGA,
-        flops_source=_TIMM_SOURCE, channels_last=True, image_size_px=224, num_classes=1000,
-    ),
-    ModelInfo(
-        name="vit_b_16", description="ViT-B/16 (torchvision), 224 px, 1000 classes",
-        input_kind="image", train_flops_per_sample=105.5 * _GIGA,
-        # Attention is not a convolution: NHWC buys nothing and costs a transpose.
-        flops_source=_TIMM_SOURCE, channels_last=False, image_size_px=224, num_classes=1000,
-    ),
+    _imagenet_224("resnet50", "ResNet-50", 24.7, channels_last=True),
+    _imagenet_224("resnet101", "ResNet-101", 47.0, channels_last=True),
+    _imagenet_224("resnet152", "ResNet-152", 69.4, channels_last=True),
+    # Attention is not a convolution: NHWC buys nothing and costs a transpose.
+    _imagenet_224("vit_b_16", "ViT-B/16", 105.5, channels_last=False),
     ModelInfo(
         name="bert_large",
         description="BERT-large encoder (24 layers, 1024 hidden, 16 heads, 4096 FFN) + masked-LM head, seq 128",

@@ -22,6 +22,16 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+class _JsonForm:
+    """``to_dict()`` for the bounds dataclasses below."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON: GPU-count keys as strings."""
+        return json_safe(asdict(self))  # type: ignore[call-overload]  # only dataclasses mix this in
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HardwareMatch:
     """How the harness recognises the hardware a profile is for (used by profile/match.py)."""
@@ -94,20 +104,16 @@ class RunSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class InterconnectBounds:
+class InterconnectBounds(_JsonForm):
     """Collective-communication bounds, measured as nccl-tests does."""
 
     min_allreduce_busbw_gbps: dict[int, float]
     """GPU count -> lowest acceptable all-reduce bus bandwidth, GB/s (10⁹ bytes/s, nccl-tests busbw)."""
     source: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """As JSON, GPU-count keys as strings."""
-        return json_safe(asdict(self))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TopologyBounds:
+class TopologyBounds(_JsonForm):
     """Expected GPU wiring; a missing link is a hardware fault the throughput checks may not show."""
 
     nvlinks_per_gpu: int | None = None
@@ -120,20 +126,14 @@ class TopologyBounds:
     """Expected PCIe link width (lanes) of each GPU."""
     source: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return json_safe(asdict(self))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SoakBounds:
+class SoakBounds(_JsonForm):
     """Bounds of a long run: does the node hold its speed once hot?"""
 
     max_throughput_decay: float
     """Largest acceptable slowdown of the last window vs the first, a fraction in (0, 1)."""
     source: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return json_safe(asdict(self))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
