@@ -65,11 +65,8 @@ def _case_bounds(model: str, precision: str, case: Mapping[str, Any], defaults: 
 def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any]) -> Profile:
     hardware = checked["hardware"]
     defaults = checked["defaults"]
-    cases = {key: _case_bounds(*key, case, defaults) for key, case in checked["models"].items()}
-    optional_sections = {
-        name: (cls(**checked[name]) if name in checked else None)
-        for name, cls in (("interconnect", InterconnectBounds), ("topology", TopologyBounds), ("soak", SoakBounds))
-    }
+    cases = {(model, precision): _case_bounds(model, precision, case, defaults)
+             for (model, precision), case in checked["models"].items()}
     return Profile(
         name=hardware["name"],
         path=path,
@@ -84,7 +81,9 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         run=RunSettings(**checked.get("run", {})),
         cases=cases,
         raw=raw,
-        **optional_sections,
+        interconnect=InterconnectBounds(**checked["interconnect"]) if "interconnect" in checked else None,
+        topology=TopologyBounds(**checked["topology"]) if "topology" in checked else None,
+        soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
     )
 
 

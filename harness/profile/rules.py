@@ -57,6 +57,7 @@ def _check_hardware(raw: Mapping[str, Any], checked: Mapping[str, Any], report: 
             report.add(("hardware", "match", key), "a cpu profile matches no GPU; leave hardware.match out", value)
     low, high = match.get("min_memory_gib"), match.get("max_memory_gib")
     if low is not None and high is not None and high < low:
+        assert raw_match is not None  # both bounds were read from it
         report.add(("hardware", "match", "max_memory_gib"), f"must be >= min_memory_gib ({low:g}); no GPU could match",
                    raw_match["max_memory_gib"])
     if raw_hardware is None:
