@@ -142,61 +142,68 @@ def _array_of(element: Kind, noun: str) -> Kind:
     return check
 
 
-_GPU_COUNT_TABLE_EXAMPLE = "{ 2 = ..., 8 = ... }"
+KeyParser = Callable[[str, Any, KeyPath, ProblemReport], Any]
+"""Checks one table key (the value beside it is shown in a problem), returns the converted key or INVALID."""
 
 
-def _gpu_count_table(element: Kind) -> Kind:
-    """A table keyed by GPU count (>= 2: nothing scales or all-reduces on one GPU); int keys."""
+def _keyed_table(element: Kind, expected: str, parse_key: KeyParser) -> Kind:
+    """A table whose keys ``parse_key`` converts, each value checked by ``element``; all valid or INVALID."""
 
     def check(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
         if not isinstance(value, dict):
-            return _wrong_type(value, f"a table of GPU count = value, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", where, report)
-        converted_by_count: dict[int, Any] = {}
+            return _wrong_type(value, expected, where, report)
+        converted_by_key: dict[Any, Any] = {}
         valid = True
-        for key, item in value.items():
-            if not (key.isascii() and key.isdigit()) or key != str(int(key)):
-                report.add((*where, key), f"GPU-count key {json.dumps(key)} is not a plain integer; expected an "
-                           f"integer GPU count >= 2, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", item)
-                valid = False
-                continue
-            gpu_count = int(key)
-            if gpu_count < 2:
-                report.add((*where, gpu_count), f"GPU count {gpu_count} is out of range; GPU-count keys here are "
-                           "integers >= 2 (a single GPU has nothing to scale or all-reduce against)", item)
-                valid = False
-                continue
-            converted = element(item, (*where, gpu_count), report, spec)
+        for raw_key, item in value.items():
+            key = parse_key(raw_key, item, where, report)
+            converted = INVALID if key is INVALID else element(item, (*where, key), report, spec)
             if converted is INVALID:
                 valid = False
             else:
-                converted_by_count[gpu_count] = converted
-        return dict(sorted(converted_by_count.items())) if valid else INVALID
+                converted_by_key[key] = converted
+        return converted_by_key if valid else INVALID
 
     return check
+
+
+_GPU_COUNT_TABLE_EXAMPLE = "{ 2 = ..., 8 = ... }"
+
+
+def _gpu_count_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
+    if not (key.isascii() and key.isdigit()) or key != str(int(key)):
+        report.add((*where, key), f"GPU-count key {json.dumps(key)} is not a plain integer; expected an "
+                   f"integer GPU count >= 2, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", item)
+        return INVALID
+    gpu_count = int(key)
+    if gpu_count < 2:
+        report.add((*where, gpu_count), f"GPU count {gpu_count} is out of range; GPU-count keys here are "
+                   "integers >= 2 (a single GPU has nothing to scale or all-reduce against)", item)
+        return INVALID
+    return gpu_count
+
+
+def _gpu_count_table(element: Kind) -> Kind:
+    """A table keyed by GPU count (>= 2: nothing scales or all-reduces on one GPU); int keys, ascending."""
+    keyed = _keyed_table(element, f"a table of GPU count = value, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", _gpu_count_key)
+
+    def check(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
+        converted = keyed(value, where, report, spec)
+        return converted if converted is INVALID else dict(sorted(converted.items()))
+
+    return check
+
+
+def _precision_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
+    if key not in PRECISIONS:
+        report.add((*where, key), _unknown(key, PRECISIONS, noun="precision"))
+        return INVALID
+    return key
 
 
 def _precision_table(element: Kind) -> Kind:
     """A table keyed by precision (harness.catalog.PRECISIONS)."""
-
-    def check(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-        if not isinstance(value, dict):
-            example = ", ".join(f"{precision} = ..." for precision in PRECISIONS)
-            return _wrong_type(value, f"a table of precision = value, e.g. {{ {example} }}", where, report)
-        converted_by_precision: dict[str, Any] = {}
-        valid = True
-        for precision, item in value.items():
-            if precision not in PRECISIONS:
-                report.add((*where, precision), _unknown(precision, PRECISIONS, noun="precision"))
-                valid = False
-                continue
-            converted = element(item, (*where, precision), report, spec)
-            if converted is INVALID:
-                valid = False
-            else:
-                converted_by_precision[precision] = converted
-        return converted_by_precision if valid else INVALID
-
-    return check
+    example = ", ".join(f"{precision} = ..." for precision in PRECISIONS)
+    return _keyed_table(element, f"a table of precision = value, e.g. {{ {example} }}", _precision_key)
 
 
 def _table(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
