@@ -62,7 +62,8 @@ def main() -> int:
     if ns.device == "cuda":
         launch("oom-real", ns.oom_batch, {})
     if ns.foreign_load and ns.device == "cuda":
-        from harness.node.hardware import busy_gpu_message, detect, gpu_processes
+        from harness.node.hardware import detect
+        from harness.node.processes import busy_gpu_message, gpu_processes
 
         load = subprocess.Popen([sys.executable, "-c", FOREIGN_LOAD])
         try:

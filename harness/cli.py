@@ -105,7 +105,7 @@ def _add_detect(sub) -> None:
 
 
 def cmd_detect(ns: argparse.Namespace) -> int:
-    from harness.node.hardware import cli_detect
+    from harness.profile.match import cli_detect
 
     return cli_detect(ns.hardware, ns.thresholds_dir)
 
@@ -118,7 +118,7 @@ def _add_thresholds(sub) -> None:
 
 
 def cmd_thresholds(ns: argparse.Namespace) -> int:
-    from harness.profile.schema import cli_check
+    from harness.profile.load import cli_check
 
     return cli_check(ns.files)
 

@@ -8,12 +8,13 @@ and the straggler probe never enter the numbers. Each GPU of the run is found by
 rank reports (by its index when there is no UUID), so "GPU 3" in a verdict is the GPU an
 operator pulls.
 
-Every metric declares how the window is reduced to one number per GPU (``METRICS``):
-utilization and power by their mean, temperature and memory by their maximum, clocks by their
-minimum, clock-event ("throttle") reasons by *any* (the bitmask decoded into names), ECC and PCIe
-replay counters by their increase over the window (read when the window opens and when it
-closes). The samples are also kept as timelines for the report, averaged into fewer points when
-a window is long (a soak), so memory stays bounded; the reductions always use every sample.
+Every metric declares how the window is reduced to one number per GPU (``METRICS`` in
+harness/node/nvml.py): utilization and power by their mean, temperature and memory by their
+maximum, clocks by their minimum, clock-event ("throttle") reasons by *any* (the bitmask decoded
+into names), ECC and PCIe replay counters by their increase over the window (read when the window
+opens and when it closes). The samples are also kept as timelines for the report, averaged into
+fewer points when a window is long (a soak), so memory stays bounded; the reductions always use
+every sample.
 
 Where NVML is absent (a CPU run, no driver) or the sampler is switched off
 (``HARNESS_TELEMETRY=0``), the summary says ``unavailable`` or ``disabled`` with the reason, and
@@ -30,130 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from harness.node.nvml import METRICS, Metric, decode_clock_event_reasons, installed_pynvml, is_unsupported, nvml_text
+
 TELEMETRY_ENV = "HARNESS_TELEMETRY"
 """Set to 0 / off / false to launch without the sampler (to measure what it costs)."""
 DEFAULT_PERIOD_S = 0.1
 MAX_TIMELINE_POINTS = 240
 """Points per GPU and metric kept for the report; a longer window is averaged into this many."""
-GIB_BYTES = 1024**3
-
-Reduction = Literal["mean", "max", "min", "any", "delta"]
-
-
-# --- clock-event (throttle) reasons ----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ClockEventReason:
-    bit: int
-    """The bit in nvmlDeviceGetCurrentClocksEventReasons (nvmlClocksEventReason* in nvml.h)."""
-    name: str
-    fault: bool
-    """The GPU slowed down to protect itself (heat, a hardware slowdown signal, a power brake):
-    a node doing that under a benchmark is not healthy. Power capping, idling and clock settings
-    are how a healthy GPU is run, so they are recorded but fail nothing."""
-
-
-CLOCK_EVENT_REASONS = (
-    ClockEventReason(0x1, "gpu idle", False),
-    ClockEventReason(0x2, "applications clocks setting", False),
-    ClockEventReason(0x4, "sw power cap", False),
-    ClockEventReason(0x8, "hw slowdown", True),
-    ClockEventReason(0x10, "sync boost", False),
-    ClockEventReason(0x20, "sw thermal slowdown", True),
-    ClockEventReason(0x40, "hw thermal slowdown", True),
-    ClockEventReason(0x80, "hw power brake slowdown", True),
-    ClockEventReason(0x100, "display clock setting", False),
-)
-FAULT_REASONS = tuple(reason.name for reason in CLOCK_EVENT_REASONS if reason.fault)
-_KNOWN_BITS = sum(reason.bit for reason in CLOCK_EVENT_REASONS)
-
-
-def decode_clock_event_reasons(mask: int) -> list[str]:
-    """``0x44`` -> ``["sw power cap", "hw thermal slowdown"]``; bits this table lacks are named by value."""
-    names = [reason.name for reason in CLOCK_EVENT_REASONS if mask & reason.bit]
-    unknown = mask & ~_KNOWN_BITS
-    if unknown:
-        names.append(f"unknown 0x{unknown:x}")
-    return names
-
-
-# --- the metrics -----------------------------------------------------------------------------
-
-
-def _clock_event_mask(nvml: Any, handle: Any) -> int:
-    # "Throttle reasons" were renamed "clocks event reasons" in driver 535; same bits.
-    try:
-        return int(nvml.nvmlDeviceGetCurrentClocksEventReasons(handle))
-    except AttributeError:
-        return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
-    except nvml.NVMLError as err:
-        if _error_code(err) != getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", -1):
-            raise
-        return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Metric:
-    key: str
-    label: str
-    unit: str
-    reduction: Reduction
-    """How the window becomes one number per GPU: mean, max, min, any (bitmask OR), delta (end - start)."""
-    read: Callable[[Any, Any], float]
-    """(the pynvml module, a device handle) -> the current value."""
-    timeline: bool = False
-    """Drawn over time in the report."""
-
-    @property
-    def per_sample(self) -> bool:
-        """Counters (delta) are read when the window opens and closes; everything else every period."""
-        return self.reduction != "delta"
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric(key="util_pct", label="GPU utilization", unit="%", reduction="mean", timeline=True,
-           read=lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu),
-    Metric(key="mem_util_pct", label="memory utilization", unit="%", reduction="mean",
-           read=lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).memory),
-    Metric(key="mem_used_gib", label="memory used", unit="GiB", reduction="max",
-           read=lambda nv, h: nv.nvmlDeviceGetMemoryInfo(h).used / GIB_BYTES),
-    Metric(key="power_w", label="power draw", unit="W", reduction="mean", timeline=True,
-           read=lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
-    Metric(key="power_limit_w", label="enforced power limit", unit="W", reduction="min",
-           read=lambda nv, h: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
-    Metric(key="temperature_c", label="GPU temperature", unit="°C", reduction="max", timeline=True,
-           read=lambda nv, h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-    Metric(key="sm_clock_mhz", label="SM clock", unit="MHz", reduction="min", timeline=True,
-           read=lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
-    Metric(key="mem_clock_mhz", label="memory clock", unit="MHz", reduction="min",
-           read=lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
-    Metric(key="clock_event_reasons", label="clock-event (throttle) reasons", unit="", reduction="any",
-           read=_clock_event_mask),
-    Metric(key="pcie_gen", label="PCIe link generation", unit="", reduction="max",
-           read=lambda nv, h: nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-    Metric(key="pcie_width", label="PCIe link width", unit="lanes", reduction="max",
-           read=lambda nv, h: nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
-    Metric(key="ecc_corrected", label="corrected ECC errors (volatile)", unit="", reduction="delta",
-           read=lambda nv, h: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                                                             nv.NVML_VOLATILE_ECC)),
-    Metric(key="ecc_uncorrected", label="uncorrected ECC errors (volatile)", unit="", reduction="delta",
-           read=lambda nv, h: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                                             nv.NVML_VOLATILE_ECC)),
-    Metric(key="pcie_replays", label="PCIe replays", unit="", reduction="delta",
-           read=lambda nv, h: nv.nvmlDeviceGetPcieReplayCounter(h)),
-)
-METRICS_BY_KEY = {metric.key: metric for metric in METRICS}
-
-
-def _error_code(err: BaseException) -> int | None:
-    return getattr(err, "value", None)
-
-
-def _unsupported(nvml: Any, err: BaseException) -> bool:
-    """This GPU or driver cannot report the metric at all (ask no more), as opposed to a failed read."""
-    codes = {getattr(nvml, name, None) for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND")}
-    return _error_code(err) in codes - {None}
 
 
 # --- timelines and per-metric statistics (pure) ----------------------------------------------
@@ -341,11 +225,10 @@ class Sampler:
         """Load NVML; False (with the reason kept) where there is none."""
         if self._nvml is None:
             try:
-                import pynvml
+                self._nvml = installed_pynvml()
             except ImportError as err:
                 self._failure = f"pynvml (nvidia-ml-py) is not installed: {err}"
                 return False
-            self._nvml = pynvml
         try:
             self._nvml.nvmlInit()
         except self._nvml.NVMLError as err:
@@ -433,7 +316,7 @@ class Sampler:
                 if index is None:
                     index = int(nv.nvmlDeviceGetIndex(handle))
                 if uuid is None:
-                    uuid = _text(nv.nvmlDeviceGetUUID(handle))
+                    uuid = nvml_text(nv.nvmlDeviceGetUUID(handle))
             except nv.NVMLError as err:
                 self._failure = f"NVML cannot find {gpu_label(index, uuid)} of rank {rank}: {err}"
                 return
@@ -483,7 +366,7 @@ class Sampler:
         try:
             return metric.read(nv, gpu.handle)
         except nv.NVMLError as err:
-            if _unsupported(nv, err):
+            if is_unsupported(nv, err):
                 gpu.unsupported[metric.key] = str(err)
             else:
                 gpu.errors[metric.key] = str(err)
@@ -517,10 +400,6 @@ class Sampler:
             "gpus": [gpu.summary() for gpu in self.gpus],
             "metrics": metrics,
         }
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 # --- what a launch uses ----------------------------------------------------------------------

@@ -15,9 +15,10 @@ from harness.tools import calibrate
 from harness.tools.batchsize import JudgedProbe, ProbeResult, SearchResult
 from harness.tools.calibrate import (BatchChoice, CalibrationError, Margins, derive_bounds, measure_case, plan_from_args,
                                round_down_significant, run_calibration, spread_warnings)
-from harness.node.hardware import GpuInfo, Hardware, HardwareError, select_profile
+from harness.node.hardware import GpuInfo, Hardware, HardwareError
 from harness.records import Failure, RunRecord, StepTimeStats, Versions
-from harness.profile.schema import load_profile
+from harness.profile.load import load_profile
+from harness.profile.match import select_profile
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -32,8 +32,10 @@ from harness.workloads.allreduce import (
     read_topology,
     topology_checks,
 )
-from harness.profile.schema import InterconnectBounds, TopologyBounds
-from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
+from harness.profile.bounds import InterconnectBounds, TopologyBounds
+from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
+from support.profiles import cpu_test_profile
+from support.sampling import drive
 
 pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parent.parent
@@ -271,28 +273,7 @@ def test_a_gpu_without_nvlink_fails_an_nvlink_profile():
 
 # --- the acceptance test through the plugin (fake sweep) -------------------------------------
 
-PROFILE = """
-schema_version = 1
-[hardware]
-name = "cpu-test"
-description = "test CPU profile"
-device = "cpu"
-[run]
-warmup_seconds = 1
-measure_seconds = 1
-timeout_seconds = 60
-[defaults]
-gpu_counts = [1, 2, 64]
-models = ["tiny_bert"]
-precisions = ["bf16"]
-source = "test"
-[models.tiny_bert.bf16]
-batch_size_per_gpu = 4
-source = "test bounds"
-[interconnect]
-min_allreduce_busbw_gbps = {{ 2 = {bound} }}
-source = "test busbw"
-"""
+PROFILE = cpu_test_profile(sections="[interconnect]\nmin_allreduce_busbw_gbps = {{ 2 = {bound} }}\nsource = \"test busbw\"")
 
 
 class FakeSweep:

@@ -1,14 +1,26 @@
-"""The registry: every model builds, its synthetic batch fits it, and its FLOPs match torch's count."""
+"""The buildable models: every catalog model builds, its synthetic batch fits it, and its FLOPs match
+torch's count."""
+
+import dataclasses
 
 import pytest
 import torch
 
+from harness import catalog
 from harness.workloads.models import MODELS, count_train_flops_per_sample, get_model
 
 
 def test_unknown_model_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown model 'resnet9000'; known models: resnet50"):
         get_model("resnet9000")
+
+
+def test_every_catalog_model_builds_with_the_catalog_facts():
+    assert list(MODELS) == list(catalog.MODELS)
+    for name, spec in MODELS.items():
+        info = catalog.MODELS[name]
+        assert {f.name: getattr(spec, f.name) for f in dataclasses.fields(info)} == dataclasses.asdict(info)
+        assert callable(spec.build)
 
 
 @pytest.mark.parametrize("name", ["resnet18", "tiny_bert"])

@@ -7,32 +7,12 @@ from pathlib import Path
 import pytest
 
 from harness.records import RunRecord, StepTimeStats
+from support.profiles import cpu_test_profile
 
 pytest_plugins = ["pytester"]
 
-PROFILE = """
-schema_version = 1
-[hardware]
-name = "cpu-test"
-description = "test CPU profile"
-device = "cpu"
-[run]
-warmup_seconds = 1
-measure_seconds = 1
-timeout_seconds = 60
-[defaults]
-gpu_counts = [1, 2, 64]
-models = ["tiny_bert"]
-precisions = ["bf16"]
-max_step_time_cv = 0.5
-max_straggler_ratio = 1.5
-source = "test"
-[models.tiny_bert.bf16]
-batch_size_per_gpu = 4
-min_samples_per_sec_per_gpu = {min_tp}
-min_weak_efficiency = {{ 2 = 0.5 }}
-source = "test bounds"
-"""
+PROFILE = cpu_test_profile(defaults="max_step_time_cv = 0.5\nmax_straggler_ratio = 1.5",
+                           case="min_samples_per_sec_per_gpu = {min_tp}\nmin_weak_efficiency = {{ 2 = 0.5 }}")
 
 TEST_FILE = """
 def test_weak_scaling(harness, weak_case):

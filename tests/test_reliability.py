@@ -8,12 +8,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from harness.node.hardware import GpuInfo, busy_gpu_message, gpu_processes
+from harness.node.hardware import GpuInfo
+from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.launch.run import BenchmarkSpec, Stall, find_stall, tagged_pids
+from support.fake_nvml import FakeNvml, fake_nvml
 
 SPEC = BenchmarkSpec(model="tiny_bert", precision="bf16", gpus_per_node=2, batch_size_per_gpu=4, device="cpu",
                      stall_factor=3.0, stall_floor_s=10.0, setup_timeout_s=100.0)
@@ -61,27 +62,12 @@ def test_a_stopped_process_is_named_as_the_culprit():
         sleeper.wait()
 
 
-class FakeNvml:
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, processes):
-        self.processes = processes  # gpu index -> list of (pid, used bytes)
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlShutdown(self):
-        pass
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return index
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle):
-        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes.get(handle, [])]
-
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
-        return []
+def nvml_with_processes(processes: dict[int, list[tuple[int, int | None]]]) -> FakeNvml:
+    """Four GPUs; ``processes``: GPU index -> (pid, used bytes) of its compute processes."""
+    nvml = fake_nvml(4)
+    for index, on_gpu in processes.items():
+        nvml.gpus[index].compute_processes = on_gpu
+    return nvml
 
 
 GPUS = [GpuInfo(index=i, name="NVIDIA H200", uuid=f"GPU-{i}", memory_total_gib=140.4, pci_bus_id=f"0:{i}")
@@ -89,11 +75,11 @@ GPUS = [GpuInfo(index=i, name="NVIDIA H200", uuid=f"GPU-{i}", memory_total_gib=1
 
 
 def test_idle_gpus_have_no_processes():
-    assert gpu_processes(GPUS, nvml=FakeNvml({})) == []
+    assert gpu_processes(GPUS, nvml=nvml_with_processes({})) == []
 
 
 def test_a_foreign_process_is_named_with_gpu_uuid_pid_and_memory():
-    found = gpu_processes(GPUS, nvml=FakeNvml({2: [(os.getpid(), 20 * 2**30)]}))
+    found = gpu_processes(GPUS, nvml=nvml_with_processes({2: [(os.getpid(), 20 * 2**30)]}))
     assert len(found) == 1
     message = busy_gpu_message(found)
     assert f"GPU 2 (GPU-2): pid {os.getpid()} (" in message
@@ -102,11 +88,11 @@ def test_a_foreign_process_is_named_with_gpu_uuid_pid_and_memory():
 
 
 def test_only_the_gpus_a_case_uses_are_checked():
-    assert gpu_processes(GPUS[:2], nvml=FakeNvml({3: [(123, None)]})) == []
+    assert gpu_processes(GPUS[:2], nvml=nvml_with_processes({3: [(123, None)]})) == []
 
 
 def test_refused_launch_is_a_failed_record_naming_the_gpu():
-    from harness.node.hardware import GpuProcess
+    from harness.node.processes import GpuProcess
     from harness.plugin import refused_record
 
     busy = [GpuProcess(gpu_index=1, gpu_uuid="GPU-1", pid=4242, name="python3", used_memory_mib=1000.0)]

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.workloads.soak import SoakRun, SoakSpec, parse_duration, soak_checks, throughput_decay, window_seconds
-from harness.profile.schema import CaseBounds, SoakBounds
-from test_telemetry import UUIDS, FakeGpu, FakeNvml, drive
+from harness.profile.bounds import CaseBounds, SoakBounds
+from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
+from support.sampling import drive
 
 pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parent.parent

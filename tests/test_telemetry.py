@@ -1,222 +1,35 @@
-"""GPU telemetry: the sampler, its reductions and the checks built on them, against a fake NVML.
+"""GPU telemetry: the sampler, its reductions and the checks built on them, against the fake NVML
+of tests/support (pynvml's real errors and constants, only functions the real pynvml has).
 
-The fake borrows pynvml's real error classes and constants (the module imports without a driver)
-and implements only functions the real pynvml has, with the real argument order, so what passes
-here calls NVML the way a GPU node will. The pure parts run in milliseconds; one ``slow`` test
-follows the phase files of a real CPU benchmark launch.
+The pure parts run in milliseconds; one ``slow`` test follows the phase files of a real CPU
+benchmark launch.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import SimpleNamespace
 
 import pynvml
 import pytest
 
 from harness import telemetry
-from harness.records import RunRecord
-from harness.telemetry import (
-    CLOCK_EVENT_REASONS,
-    Sampler,
-    Timeline,
-    decode_clock_event_reasons,
-    sampler_for,
-    window_state,
-)
+from harness.checks import verdict
 from harness.checks.verdict import telemetry_checks, weak_scaling_checks
+from harness.launch import run as launch
+from harness.records import RunRecord
+from harness.telemetry import Sampler, Timeline, sampler_for, window_state
+from support.fake_nvml import UUIDS, FakeGpu, FakeNvml, fake_nvml
+from support.sampling import Clock, drive, write_phase
 from test_records import full_record
+from test_verdict import BOUNDS
 
-UUIDS = ("GPU-11111111-aaaa-bbbb-cccc-111111111111", "GPU-22222222-aaaa-bbbb-cccc-222222222222",
-         "GPU-33333333-aaaa-bbbb-cccc-333333333333", "GPU-44444444-aaaa-bbbb-cccc-444444444444")
 HW_THERMAL = 0x40
 SW_POWER_CAP = 0x4
 
 
 # ---------------------------------------------------------------------------------------------
-# A fake of the pynvml module
-
-
-@dataclass
-class FakeGpu:
-    uuid: str
-    util: float = 98.0
-    mem_util: float = 40.0
-    mem_used_bytes: int = 60 * 2**30
-    power_mw: int = 550_000
-    limit_mw: int = 700_000
-    temperature_c: int = 60
-    sm_clock_mhz: int = 1980
-    mem_clock_mhz: int = 2619
-    reasons: int = 0
-    ecc_corrected: int = 0
-    ecc_uncorrected: int = 0
-    replays: int = 0
-    pcie_gen: int = 5
-    pcie_width: int = 16
-    pcie_gen_max: int = 5
-    pcie_width_max: int = 16
-    nvlinks: int = 18
-    unsupported: set[str] = field(default_factory=set)
-    """pynvml function names that answer NVML_ERROR_NOT_SUPPORTED on this GPU."""
-
-
-class FakeNvml:
-    """Stands in for the pynvml module: handles are GPU indices; readings come from ``gpus``."""
-
-    NVMLError = pynvml.NVMLError
-    _CONSTANTS = ("NVML_TEMPERATURE_GPU", "NVML_CLOCK_SM", "NVML_CLOCK_MEM", "NVML_MEMORY_ERROR_TYPE_CORRECTED",
-                  "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC", "NVML_ERROR_NOT_SUPPORTED",
-                  "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NOT_FOUND", "NVML_ERROR_INVALID_ARGUMENT",
-                  "NVML_FEATURE_ENABLED", "NVML_FEATURE_DISABLED", "NVML_NVLINK_MAX_LINKS", "NVML_P2P_STATUS_OK",
-                  "NVML_P2P_CAPS_INDEX_READ", "NVML_P2P_STATUS_NOT_SUPPORTED",
-                  "NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED", "NVML_ERROR_LIBRARY_NOT_FOUND")
-
-    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None):
-        for name in self._CONSTANTS:
-            setattr(self, name, getattr(pynvml, name))
-        self.gpus = gpus
-        self.init_error = init_error
-        self.calls: list[str] = []
-        self.p2p: dict[tuple[int, int], int] = {}
-
-    def _gpu(self, handle: int, function: str) -> FakeGpu:
-        self.calls.append(function)
-        gpu = self.gpus[handle]
-        if function in gpu.unsupported:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return gpu
-
-    def nvmlInit(self):
-        self.calls.append("nvmlInit")
-        if self.init_error is not None:
-            raise pynvml.NVMLError(self.init_error)
-
-    def nvmlShutdown(self):
-        self.calls.append("nvmlShutdown")
-
-    def nvmlDeviceGetHandleByUUID(self, uuid):
-        for index, gpu in enumerate(self.gpus):
-            if gpu.uuid == uuid:
-                return index
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        if not 0 <= index < len(self.gpus):
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return index
-
-    def nvmlDeviceGetIndex(self, handle):
-        return handle
-
-    def nvmlDeviceGetUUID(self, handle):
-        return self.gpus[handle].uuid
-
-    def nvmlDeviceGetUtilizationRates(self, handle):
-        gpu = self._gpu(handle, "nvmlDeviceGetUtilizationRates")
-        return SimpleNamespace(gpu=gpu.util, memory=gpu.mem_util)
-
-    def nvmlDeviceGetMemoryInfo(self, handle):
-        return SimpleNamespace(used=self._gpu(handle, "nvmlDeviceGetMemoryInfo").mem_used_bytes, total=141 * 2**30)
-
-    def nvmlDeviceGetPowerUsage(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetPowerUsage").power_mw
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetEnforcedPowerLimit").limit_mw
-
-    def nvmlDeviceGetTemperature(self, handle, sensor):
-        assert sensor == pynvml.NVML_TEMPERATURE_GPU
-        return self._gpu(handle, "nvmlDeviceGetTemperature").temperature_c
-
-    def nvmlDeviceGetClockInfo(self, handle, clock):
-        gpu = self._gpu(handle, "nvmlDeviceGetClockInfo")
-        return {pynvml.NVML_CLOCK_SM: gpu.sm_clock_mhz, pynvml.NVML_CLOCK_MEM: gpu.mem_clock_mhz}[clock]
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetCurrentClocksEventReasons").reasons
-
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetCurrPcieLinkGeneration").pcie_gen
-
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetCurrPcieLinkWidth").pcie_width
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetMaxPcieLinkGeneration").pcie_gen_max
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetMaxPcieLinkWidth").pcie_width_max
-
-    def nvmlDeviceGetTotalEccErrors(self, handle, error_type, counter_type):
-        gpu = self._gpu(handle, "nvmlDeviceGetTotalEccErrors")
-        assert counter_type == pynvml.NVML_VOLATILE_ECC
-        return {pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED: gpu.ecc_corrected,
-                pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED: gpu.ecc_uncorrected}[error_type]
-
-    def nvmlDeviceGetPcieReplayCounter(self, handle):
-        return self._gpu(handle, "nvmlDeviceGetPcieReplayCounter").replays
-
-    def nvmlDeviceGetNvLinkState(self, handle, link):
-        gpu = self._gpu(handle, "nvmlDeviceGetNvLinkState")
-        if link >= 18:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return pynvml.NVML_FEATURE_ENABLED if link < gpu.nvlinks else pynvml.NVML_FEATURE_DISABLED
-
-    def nvmlDeviceGetP2PStatus(self, handle1, handle2, index):
-        # The real call hands the index to ctypes, which takes an int and nothing else; nvidia-ml-py
-        # spells this constant `NVML_P2P_CAPS_INDEX_READ = 0,` (a tuple), which failed on a real H200.
-        if type(index) is not int:
-            raise ctypes.ArgumentError(f"argument 3: TypeError: Don't know how to convert parameter 3 ({index!r})")
-        assert index == 0  # NVML_P2P_CAPS_INDEX_READ in nvml.h
-        return self.p2p.get((handle1, handle2), pynvml.NVML_P2P_STATUS_OK)
-
-
-def fake_nvml(count: int = 2, **changes) -> FakeNvml:
-    return FakeNvml([FakeGpu(uuid=UUIDS[i], **changes) for i in range(count)])
-
-
-def test_the_fake_only_offers_what_real_pynvml_has():
-    for name in dir(FakeNvml):
-        if name.startswith("nvml"):
-            assert hasattr(pynvml, name), f"real pynvml has no {name}: the fake would hide a wrong call"
-    for name in FakeNvml._CONSTANTS:
-        assert hasattr(pynvml, name)
-
-
-# ---------------------------------------------------------------------------------------------
 # Pure parts
-
-
-def test_clock_event_bitmask_is_decoded_into_names():
-    assert decode_clock_event_reasons(0) == []
-    assert decode_clock_event_reasons(SW_POWER_CAP | HW_THERMAL) == ["sw power cap", "hw thermal slowdown"]
-    assert decode_clock_event_reasons(0x8 | 0x20) == ["hw slowdown", "sw thermal slowdown"]
-    assert decode_clock_event_reasons(0x1000) == ["unknown 0x1000"]
-
-
-def test_clock_event_bits_match_pynvml():
-    by_name = {"gpu idle": "GpuIdle", "applications clocks setting": "ApplicationsClocksSetting",
-               "sw power cap": "SwPowerCap", "hw slowdown": "HwSlowdown", "sync boost": "SyncBoost",
-               "sw thermal slowdown": "SwThermalSlowdown", "hw thermal slowdown": "HwThermalSlowdown",
-               "hw power brake slowdown": "HwPowerBrakeSlowdown", "display clock setting": "DisplayClockSetting"}
-    for reason in CLOCK_EVENT_REASONS:
-        assert getattr(pynvml, f"nvmlClocksEventReason{by_name[reason.name]}") == reason.bit
-    assert set(telemetry.FAULT_REASONS) == {"hw slowdown", "sw thermal slowdown", "hw thermal slowdown",
-                                            "hw power brake slowdown"}
-
-
-def test_every_metric_declares_a_known_reduction():
-    assert {m.reduction for m in telemetry.METRICS} <= {"mean", "max", "min", "any", "delta"}
-    declared = {m.key: m.reduction for m in telemetry.METRICS}
-    assert declared["util_pct"] == "mean" and declared["power_w"] == "mean"
-    assert declared["temperature_c"] == "max" and declared["sm_clock_mhz"] == "min"
-    assert declared["clock_event_reasons"] == "any"
-    assert declared["ecc_corrected"] == declared["ecc_uncorrected"] == declared["pcie_replays"] == "delta"
 
 
 def test_a_short_timeline_keeps_every_sample():
@@ -247,47 +60,6 @@ def test_window_follows_the_phase_files():
 
 # ---------------------------------------------------------------------------------------------
 # The sampler, driven period by period with a fake clock
-
-
-def write_phase(run_dir: Path, rank: int, phase: str, since: float, *, uuid: str | None = None,
-                index: int | None = None, host: str = "node1") -> None:
-    info = {"rank": rank, "host": host, "phase": phase, "since": since, "expected_s": None, "pid": 1}
-    if uuid is not None or index is not None:
-        info.update(gpu_uuid=uuid, gpu_index=index)
-    (run_dir / f"rank{rank}.phase").write_text(json.dumps(info))
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def drive(nvml: FakeNvml, run_dir: Path, *, gpus: int = 2, measured_polls: int = 10, during=None) -> dict:
-    """warmup (sampled never) -> measure (``measured_polls`` periods; ``during(i)`` may change the
-    fake GPUs) -> gather; returns the sampler's summary."""
-    clock = Clock()
-    sampler = Sampler(run_dir, period_s=0.1, nvml=nvml, clock=clock, host="node1")
-    assert sampler.init()
-    for rank in range(gpus):
-        write_phase(run_dir, rank, "warmup", clock.now, uuid=UUIDS[rank], index=rank)
-    sampler.poll()
-    assert sampler.samples == 0, "warmup must not be sampled"
-    for rank in range(gpus):
-        write_phase(run_dir, rank, "measure", clock.now, uuid=UUIDS[rank], index=rank)
-    for i in range(measured_polls):
-        if during is not None:
-            during(i)
-        sampler.poll()
-        clock.now += 0.1
-    for rank in range(gpus):
-        write_phase(run_dir, rank, "gather", clock.now, uuid=UUIDS[rank], index=rank)
-    sampler.poll()
-    clock.now += 5.0
-    sampler.poll()  # after the window: nothing more is sampled
-    return sampler.stop()
 
 
 def test_sampler_reduces_each_metric_over_the_window_only(tmp_path):
@@ -519,8 +291,6 @@ def test_record_carries_telemetry_and_old_records_still_load(tmp_path):
 
 
 def test_the_verdict_uses_the_record_telemetry(tmp_path):
-    from test_verdict import BOUNDS
-
     nvml = fake_nvml(2)
     nvml.gpus[1].util = 50.0
     record = full_record(model="resnet152", world_size=2, throughput_per_gpu=2100.0, throughput_total=4200.0,
@@ -533,8 +303,6 @@ def test_the_verdict_uses_the_record_telemetry(tmp_path):
 
 
 def test_without_telemetry_the_checks_say_why_and_fail_nothing():
-    from test_verdict import BOUNDS
-
     unavailable = full_record(model="resnet152", world_size=1, telemetry=telemetry.unavailable("a CPU run (gloo) has no GPU to sample"))
     checks = weak_scaling_checks(unavailable, None, BOUNDS, telemetry_note="fallback")
     health = [c for c in checks if c.name in ("mean GPU utilization", "no new ECC errors",
@@ -561,9 +329,6 @@ class SamplerWithFakeGpus(Sampler):
 def test_the_sampler_follows_a_real_measured_window_and_its_summary_lands_in_the_record(tmp_path, fast_spec,
                                                                                        monkeypatch,
                                                                                        assert_no_process_left):
-    from harness.launch import run as launch
-    from harness.checks import verdict
-
     nvml = fake_nvml(1)
     samplers = []
 
@@ -584,4 +349,4 @@ def test_the_sampler_follows_a_real_measured_window_and_its_summary_lands_in_the
     assert tele["window"]["samples"] >= 5
     assert tele["window"]["samples"] <= window / 0.05 + 3
     assert "mean GPU utilization" in {c.name for c in verdict.health_checks(
-        record, __import__("test_verdict").BOUNDS, telemetry_note="n/a")}
+        record, BOUNDS, telemetry_note="n/a")}

@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import pickle
 from pathlib import Path
 
 import pytest
 
-from harness.profile import schema as thresholds
-from harness.workloads.models import MODELS, PRECISIONS
-from harness.profile.schema import (
+from harness.catalog import MODELS, PRECISIONS
+from harness.profile import schema
+from harness.profile.bounds import (
     CaseBounds,
+    HardwareMatch,
     InterconnectBounds,
     Profile,
+    RunSettings,
     SoakBounds,
-    ThresholdError,
     TopologyBounds,
-    cli_check,
-    default_thresholds_dir,
-    load_profile,
-    load_profiles,
 )
+from harness.profile.load import ThresholdError, cli_check, default_thresholds_dir, load_profile, load_profiles
 
 REPO_THRESHOLDS_DIR = Path(__file__).resolve().parents[1] / "thresholds"
 
@@ -138,21 +138,19 @@ def test_good_profile_round_trip(tmp_path):
     assert profile.name == "good"
     assert profile.path == path
     assert profile.description == "NVIDIA H200 SXM 141 GB"
-    assert profile.hardware == thresholds.HardwareMatch(device="cuda", gpu_name_contains="H200", min_memory_gib=130.0)
+    assert profile.hardware == HardwareMatch(device="cuda", gpu_name_contains="H200", min_memory_gib=130.0)
     assert profile.peak_tflops == {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0}
     assert profile.peak_tflops_source == "NVIDIA H200 datasheet (dense)"
     assert profile.gpu_counts == (1, 2, 4, 8)
     assert profile.models == ("resnet152",)
     assert profile.precisions == ("bf16",)
-    assert profile.run == thresholds.RunSettings(warmup_seconds=5, measure_seconds=10, timeout_seconds=600)
+    assert profile.run == RunSettings(warmup_seconds=5, measure_seconds=10, timeout_seconds=600)
     assert set(profile.cases) == {("resnet152", "bf16"), ("vit_b_16", "fp16")}
     assert profile.interconnect == InterconnectBounds(min_allreduce_busbw_gbps={2: 290.0, 8: 330.0}, source="measured on gpu-017")
     assert profile.topology == TopologyBounds(nvlinks_per_gpu=18, p2p_all_pairs=True, pcie_generation=5, pcie_width=16,
                                               source="HGX H200 baseboard")
     assert profile.soak == SoakBounds(max_throughput_decay=0.03, source="harness default")
     assert profile.raw["models"]["resnet152"]["bf16"]["batch_size_per_gpu"] == 256
-    import hashlib
-
     assert profile.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -169,6 +167,7 @@ def test_bounds_merge_defaults_and_case_overrides(tmp_path):
         max_straggler_ratio=1.03,  # the case's own value wins over [defaults]' 1.05
         max_step_time_cv=0.05,
         source=resnet.source,
+        inherited=("max_step_time_cv", "max_temperature_c", "min_gpu_utilization_pct", "min_power_fraction_of_limit"),
     )
     assert resnet.source.startswith("measured on gpu-017; ")
     assert resnet.source.endswith("from [defaults]: harness defaults")
@@ -183,6 +182,25 @@ def test_bounds_merge_defaults_and_case_overrides(tmp_path):
     assert vit.strong_global_batch_size is None and vit.min_strong_efficiency == {}
 
 
+def test_resolved_bounds_have_a_json_form_and_say_what_came_from_defaults(tmp_path):
+    profile = load_profile(write(tmp_path, GOOD))
+
+    vit = profile.bounds("vit_b_16", "fp16")
+    assert vit.inherited == ("max_step_time_cv", "max_straggler_ratio", "min_gpu_utilization_pct",
+                             "min_power_fraction_of_limit")
+    data = vit.to_dict()
+    assert json.loads(json.dumps(data)) == data  # survives session.json as is
+    assert data["min_weak_efficiency"] == {"8": 0.9}
+    assert data["max_temperature_c"] == 80.0 and data["max_straggler_ratio"] == 1.05
+    assert data["min_samples_per_sec_per_gpu"] is None
+    assert "inherited" not in data  # a result carries it beside the bounds, as bounds_inherited
+    assert set(data) == {f.name for f in dataclasses.fields(CaseBounds)} - {"inherited"}
+    assert profile.interconnect.to_dict() == {"min_allreduce_busbw_gbps": {"2": 290.0, "8": 330.0},
+                                              "source": "measured on gpu-017"}
+    assert profile.topology.to_dict()["nvlinks_per_gpu"] == 18
+    assert profile.soak.to_dict() == {"max_throughput_decay": 0.03, "source": "harness default"}
+
+
 def test_bounds_of_a_case_the_profile_lacks_is_none(tmp_path):
     profile = load_profile(write(tmp_path, GOOD))
     assert profile.bounds("resnet50", "bf16") is None
@@ -193,13 +211,14 @@ def test_case_without_inherited_bounds_keeps_its_own_source(tmp_path):
     profile = load_profile(write(tmp_path, CPU_PROFILE, name="cpu"))
     case = profile.bounds("resnet18", "fp32")
     assert case is not None and case.source == "measured on a 2-core CI runner"
+    assert case.inherited == ()
 
 
 def test_minimal_cpu_profile_uses_defaults(tmp_path):
     profile = load_profile(write(tmp_path, CPU_PROFILE, name="cpu"))
-    assert profile.hardware == thresholds.HardwareMatch(device="cpu")
+    assert profile.hardware == HardwareMatch(device="cpu")
     assert profile.peak_tflops == {} and profile.peak_tflops_source is None
-    assert profile.run == thresholds.RunSettings(warmup_seconds=5.0, measure_seconds=10.0, timeout_seconds=600.0)
+    assert profile.run == RunSettings(warmup_seconds=5.0, measure_seconds=10.0, timeout_seconds=600.0)
     assert profile.interconnect is None and profile.topology is None and profile.soak is None
 
 
@@ -745,12 +764,12 @@ def _dataclass_fields(cls) -> set[str]:
 @pytest.mark.parametrize(
     ("fields", "cls"),
     [
-        (thresholds.CASE_FIELDS, CaseBounds),
-        (thresholds.RUN_FIELDS, thresholds.RunSettings),
-        (thresholds.HARDWARE_MATCH_FIELDS, thresholds.HardwareMatch),
-        (thresholds.INTERCONNECT_FIELDS, InterconnectBounds),
-        (thresholds.TOPOLOGY_FIELDS, TopologyBounds),
-        (thresholds.SOAK_FIELDS, SoakBounds),
+        (schema.CASE_FIELDS, CaseBounds),
+        (schema.RUN_FIELDS, RunSettings),
+        (schema.HARDWARE_MATCH_FIELDS, HardwareMatch),
+        (schema.INTERCONNECT_FIELDS, InterconnectBounds),
+        (schema.TOPOLOGY_FIELDS, TopologyBounds),
+        (schema.SOAK_FIELDS, SoakBounds),
     ],
 )
 def test_every_schema_key_reaches_its_dataclass(fields, cls):
@@ -758,14 +777,14 @@ def test_every_schema_key_reaches_its_dataclass(fields, cls):
 
 
 def test_inherited_bounds_are_case_fields():
-    inherited = {spec.key for spec in thresholds.DEFAULTS_FIELDS} - {"gpu_counts", "models", "precisions", "source"}
-    assert inherited == {spec.key for spec in thresholds.CASE_FIELDS if spec.inherit}
+    inherited = {spec.key for spec in schema.DEFAULTS_FIELDS} - {"gpu_counts", "models", "precisions", "source"}
+    assert inherited == {spec.key for spec in schema.CASE_FIELDS if spec.inherit}
     assert inherited <= _dataclass_fields(CaseBounds)
 
 
 def test_readme_documents_every_schema_key():
     readme = (REPO_THRESHOLDS_DIR / "README.md").read_text(encoding="utf-8")
-    keys = {spec.key for fields in thresholds.SECTIONS.values() for spec in fields}
+    keys = {spec.key for fields in schema.SECTIONS.values() for spec in fields}
     assert sorted(key for key in keys if f"`{key}`" not in readme and f"[{key}]" not in readme) == []
 
 

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from harness.records import Failure
-from harness.profile.schema import CaseBounds
+from harness.profile.bounds import CaseBounds
 from harness.checks.verdict import failed_checks, strong_scaling_checks, weak_scaling_checks
 from test_records import full_record
 

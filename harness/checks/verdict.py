@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harness.records import RunRecord
-from harness.profile.schema import CaseBounds
+from harness.profile.bounds import CaseBounds
 
 CheckKind = Literal["sanity", "performance", "health"]
 
@@ -182,7 +182,7 @@ def _unsupported_note(gpus: list[dict]) -> str:
 
 
 def _throttle_check(telemetry: dict | None, note: str) -> Check:
-    from harness.telemetry import FAULT_REASONS
+    from harness.node.nvml import FAULT_REASONS
 
     name = "no thermal / hardware-slowdown throttling"
 

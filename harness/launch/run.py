@@ -30,7 +30,7 @@ KILL_GRACE_S = 5.0
 
 
 def check_model_and_precision(model: str, precision: str) -> None:
-    from harness.workloads.models import MODELS, PRECISIONS
+    from harness.catalog import MODELS, PRECISIONS
 
     if model not in MODELS:
         raise ValueError(f"model {model!r} is unknown; known models: {', '.join(MODELS)}")

@@ -1,32 +1,25 @@
-"""What this node is, and which threshold profile signs it off.
+"""What this node is: its GPUs, driver, CUDA, NCCL and torch versions.
 
 ``detect()`` asks NVML (through ``pynvml``, the ``nvidia-ml-py`` package) which GPUs the node has,
 restricted to those ``CUDA_VISIBLE_DEVICES`` lets CUDA see, because those are the GPUs the
-benchmarks will run on. Nothing is probed at import time: importing this module must stay cheap
-and side-effect free on login nodes and CPU-only CI boxes.
+benchmarks will run on. Nothing is probed at import time: importing this module is side-effect
+free on login nodes and CPU-only CI boxes.
 
-``select_profile()`` matches the detected hardware against the ``[hardware] match`` rules of the
-threshold files. Facts about GPU models (peak FLOP/s, expected throughput, which names mean what)
-live in those files, never in ``if/elif`` ladders here.
+Which threshold profile signs the node off is harness/profile/match.py; which processes already
+hold its GPUs is harness/node/processes.py.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import sys
-from collections import Counter
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import torch
+import torch.cuda.nccl
 
-if TYPE_CHECKING:
-    from harness.profile.schema import Profile
-
-GIB_BYTES = 1024**3
-"""GiB is 1024³ bytes (NVML reports bytes; GB would be 1000³)."""
+from harness.node.nvml import GIB_BYTES, installed_pynvml, nvml_text
 
 Device = Literal["cuda", "cpu"]
 
@@ -122,7 +115,7 @@ def detect(nvml: Any = None) -> Hardware:
     )
     if nvml is None:
         try:
-            import pynvml as nvml
+            nvml = installed_pynvml()
         except ImportError as err:
             reason = f"the pynvml module cannot be imported ({err}); install nvidia-ml-py"
             return _cpu_hardware(reason, driver_version=None, cuda_driver_version=None, **common)
@@ -143,7 +136,7 @@ def detect(nvml: Any = None) -> Hardware:
 
 def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[str, Any]) -> Hardware:
     # Versions are informational: a driver too old for a query must not stop detection.
-    driver_version = _optional_nvml(nvml, lambda: _text(nvml.nvmlSystemGetDriverVersion()))
+    driver_version = _optional_nvml(nvml, lambda: nvml_text(nvml.nvmlSystemGetDriverVersion()))
     cuda_driver_version = _optional_nvml(nvml, lambda: cuda_version_text(nvml.nvmlSystemGetCudaDriverVersion()))
     try:
         nvml_gpu_count = int(nvml.nvmlDeviceGetCount())
@@ -151,7 +144,7 @@ def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[
         raise HardwareError(f"NVML initialised but could not count the GPUs: {err}") from err
 
     def uuid_of(index: int) -> str:
-        return _text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index)))
+        return nvml_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index)))
 
     try:
         visible = visible_nvml_indices(cuda_visible_devices, nvml_gpu_count, uuid_of)
@@ -188,10 +181,10 @@ def _read_gpu(nvml: Any, index: int) -> GpuInfo:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         return GpuInfo(
             index=index,
-            name=_text(nvml.nvmlDeviceGetName(handle)),
-            uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+            name=nvml_text(nvml.nvmlDeviceGetName(handle)),
+            uuid=nvml_text(nvml.nvmlDeviceGetUUID(handle)),
             memory_total_gib=round(nvml.nvmlDeviceGetMemoryInfo(handle).total / GIB_BYTES, 1),
-            pci_bus_id=_text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+            pci_bus_id=nvml_text(nvml.nvmlDeviceGetPciInfo(handle).busId),
         )
     except nvml.NVMLError as err:
         raise HardwareError(
@@ -199,80 +192,6 @@ def _read_gpu(nvml: Any, index: int) -> GpuInfo:
             f"sign-off: look for Xid errors in `dmesg` and run `nvidia-smi -q -i {index}`, or leave it "
             "out with CUDA_VISIBLE_DEVICES to test the others."
         ) from err
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GpuProcess:
-    """A process holding a CUDA context on a GPU, as NVML reports it."""
-
-    gpu_index: int
-    gpu_uuid: str
-    pid: int
-    name: str
-    used_memory_mib: float | None
-
-    def describe(self) -> str:
-        memory = f", {self.used_memory_mib:,.0f} MiB" if self.used_memory_mib is not None else ""
-        return f"GPU {self.gpu_index} ({self.gpu_uuid}): pid {self.pid} ({self.name}{memory})"
-
-
-def gpu_processes(gpus: Sequence[GpuInfo], nvml: Any = None) -> list[GpuProcess]:
-    """Compute and graphics processes on these GPUs, before a benchmark starts.
-
-    A GPU shared with a foreign job trains slower and its numbers would be wrong, so a busy GPU
-    stops the run instead of producing a verdict. Our own launches leave nothing behind (the
-    launcher kills every process it started), and the pytest process never opens a CUDA context,
-    so anything found here is foreign. NVML unavailable: an empty list (nothing to compare).
-    """
-    if not gpus:
-        return []
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            return []
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError:
-        return []
-    found: list[GpuProcess] = []
-    try:
-        for gpu in gpus:
-            handle = nvml.nvmlDeviceGetHandleByIndex(gpu.index)
-            seen: set[int] = set()
-            for query in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-                try:
-                    processes = getattr(nvml, query)(handle)
-                except (nvml.NVMLError, AttributeError):
-                    continue
-                for proc in processes:
-                    if proc.pid in seen:
-                        continue
-                    seen.add(proc.pid)
-                    used = getattr(proc, "usedGpuMemory", None)
-                    found.append(GpuProcess(gpu_index=gpu.index, gpu_uuid=gpu.uuid, pid=int(proc.pid),
-                                            name=_process_name(int(proc.pid)),
-                                            used_memory_mib=used / 2**20 if isinstance(used, int) else None))
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass
-    return found
-
-
-def _process_name(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip() or "?"
-    except OSError:
-        return "not visible from this PID namespace"
-
-
-def busy_gpu_message(processes: Sequence[GpuProcess]) -> str:
-    lines = "\n".join(f"  {p.describe()}" for p in processes)
-    return (f"GPU(s) already busy with processes this harness did not start:\n{lines}\n"
-            "A shared GPU trains slower, so its numbers would be wrong. Stop those processes, or leave the "
-            "GPU out with CUDA_VISIBLE_DEVICES, and run again.")
 
 
 def _optional_nvml(nvml: Any, query: Callable[[], str]) -> str | None:
@@ -284,11 +203,6 @@ def _optional_nvml(nvml: Any, query: Callable[[], str]) -> str | None:
 
 def _cpu_hardware(reason: str, **fields: Any) -> Hardware:
     return Hardware(device="cpu", gpus=(), nvml_unavailable_reason=reason, **fields)
-
-
-def _text(value: str | bytes) -> str:
-    """NVML strings: ``str`` in current nvidia-ml-py, ``bytes`` in old pynvml releases."""
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
 
 
 def visible_nvml_indices(
@@ -354,11 +268,9 @@ def cuda_version_text(cuda_version: int) -> str:
 def nccl_version_text() -> str | None:
     """The NCCL version torch links against, or None when torch has no NCCL (CPU builds)."""
     try:
-        import torch.cuda.nccl
-
         # Reads a compiled-in constant: it does not initialise CUDA.
         return format_nccl_version(torch.cuda.nccl.version())
-    except (ImportError, AttributeError, RuntimeError):
+    except (AttributeError, RuntimeError):
         return None
 
 
@@ -370,111 +282,6 @@ def format_nccl_version(version: int | tuple[Any, ...]) -> str:
     # NCCL encodes major*10000 + minor*100 + patch from 2.9 on, major*1000 + minor*100 + patch before.
     major, rest = divmod(version, 10000) if version >= 10000 else divmod(version, 1000)
     return f"{major}.{rest // 100}.{rest % 100}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Profile selection (pure)
-
-
-def check_homogeneous(hw: Hardware) -> None:
-    """Raise HardwareError when the visible GPUs are not all one model."""
-    if len(hw.gpu_names) <= 1:
-        return
-    per_gpu = ", ".join(f"{gpu.index}: {gpu.name}" for gpu in hw.gpus)
-    most_common_name = Counter(gpu.name for gpu in hw.gpus).most_common(1)[0][0]
-    suggested = ",".join(str(gpu.index) for gpu in hw.gpus if gpu.name == most_common_name)
-    raise HardwareError(
-        f"several GPU models on this node: {per_gpu}; DDP runs at the speed of the slowest GPU, so the "
-        f"node cannot be signed off as one. Restrict the run to one model with "
-        f"CUDA_VISIBLE_DEVICES={suggested} (with CUDA_DEVICE_ORDER=PCI_BUS_ID, so that these "
-        f"nvidia-smi indices mean the same GPUs to CUDA)."
-    )
-
-
-def select_profile(hw: Hardware, profiles: Sequence[Profile], override: str | None = None) -> Profile:
-    """The threshold profile for ``hw``: the one named ``override`` (``--hardware``), or the one
-    whose match rule fits the hardware most specifically."""
-    if override is not None:
-        for profile in profiles:
-            if profile.name == override:
-                return profile
-        raise HardwareError(
-            f"no threshold profile named {override!r} (--hardware). Known profiles: {_known_names(profiles)}."
-        )
-    check_homogeneous(hw)
-    candidates = [profile for profile in profiles if _fits(profile, hw)]
-    if not candidates:
-        raise HardwareError(
-            f"no threshold profile matches this hardware: {_hardware_summary(hw)}. "
-            f"Known profiles: {_known_rules(profiles)}. Make one on a known-good node with "
-            "`harness calibrate --name <new-profile>` (see docs/calibration.md), or pass --hardware NAME "
-            "to use an existing profile deliberately."
-        )
-    best_specificity = max(_specificity(profile) for profile in candidates)
-    best = [profile for profile in candidates if _specificity(profile) == best_specificity]
-    if len(best) > 1:
-        tied = ", ".join(f"{_rule_text(profile)} from {profile.path}" for profile in best)
-        raise HardwareError(
-            f"{len(best)} threshold profiles match this hardware ({_hardware_summary(hw)}) equally well: "
-            f"{tied}. Make their [hardware] match rules distinct, or pass --hardware NAME to pick one."
-        )
-    return best[0]
-
-
-def _fits(profile: Profile, hw: Hardware) -> bool:
-    rule = profile.hardware
-    if rule.device != hw.device:
-        return False
-    if hw.device == "cpu":
-        return True
-    assert hw.gpu_name is not None  # device "cuda" always has GPUs (Hardware.__post_init__)
-    if rule.gpu_name_contains is not None and rule.gpu_name_contains.lower() not in hw.gpu_name.lower():
-        return False
-    # The smallest GPU decides: every rank must fit the profile's batch sizes.
-    memory_gib = min(gpu.memory_total_gib for gpu in hw.gpus)
-    if rule.min_memory_gib is not None and memory_gib < rule.min_memory_gib:
-        return False
-    if rule.max_memory_gib is not None and memory_gib > rule.max_memory_gib:
-        return False
-    return True
-
-
-def _specificity(profile: Profile) -> tuple[int, int]:
-    """Longer name fragments are more specific ("H200 NVL" over "H200"), then memory bounds."""
-    rule = profile.hardware
-    memory_bounds = (rule.min_memory_gib is not None) + (rule.max_memory_gib is not None)
-    return (len(rule.gpu_name_contains or ""), memory_bounds)
-
-
-def _rule_text(profile: Profile) -> str:
-    rule = profile.hardware
-    if rule.device == "cpu":
-        return profile.name
-    parts = [rule.gpu_name_contains or "any GPU"]
-    if rule.min_memory_gib is not None:
-        parts.append(f">= {rule.min_memory_gib:g} GiB")
-    if rule.max_memory_gib is not None:
-        parts.append(f"<= {rule.max_memory_gib:g} GiB")
-    return f"{profile.name} ({', '.join(parts)})"
-
-
-def _known_rules(profiles: Sequence[Profile]) -> str:
-    if not profiles:
-        return "none (no threshold file was found)"
-    return ", ".join(_rule_text(profile) for profile in sorted(profiles, key=lambda p: p.name))
-
-
-def _known_names(profiles: Sequence[Profile]) -> str:
-    if not profiles:
-        return "none (no threshold file was found)"
-    return ", ".join(sorted(profile.name for profile in profiles))
-
-
-def _hardware_summary(hw: Hardware) -> str:
-    if hw.device == "cpu":
-        return f"no GPU ({hw.nvml_unavailable_reason})"
-    memory_gib = min(gpu.memory_total_gib for gpu in hw.gpus)
-    return f"{hw.gpu_count} x {' + '.join(hw.gpu_names)} ({memory_gib:.1f} GiB)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,24 +315,3 @@ def describe(hw: Hardware) -> str:
 
 def _or_unknown(value: str | None) -> str:
     return value if value is not None else "unknown"
-
-
-def cli_detect(hardware_override: str | None, thresholds_dir: str | None) -> int:
-    """``harness detect``: print the hardware and the profile it selects; 0 on success, 1 on error."""
-    from harness.profile import schema as thresholds
-
-    try:
-        hw = detect()
-    except HardwareError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(describe(hw))
-    try:
-        directory = Path(thresholds_dir) if thresholds_dir else thresholds.default_thresholds_dir()
-        profiles = thresholds.load_profiles(directory)
-        profile = select_profile(hw, profiles, hardware_override)
-    except (thresholds.ThresholdError, HardwareError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(f"profile: {profile.name} ({profile.path})")
-    return 0

@@ -338,7 +338,7 @@ class HarnessSession:
         """Foreign processes on the GPUs a launch of ``count`` ranks will use (CUDA order)."""
         if self.profile.hardware.device != "cuda":
             return []
-        from harness.node.hardware import gpu_processes
+        from harness.node.processes import gpu_processes
 
         return gpu_processes(self.hardware.gpus[:count])
 
@@ -399,7 +399,7 @@ class HarnessSession:
             run_id = f"{self.run_id}-{spec.case_id}"
             busy = self.busy_gpus(gpus)
             if busy:
-                from harness.node.hardware import busy_gpu_message
+                from harness.node.processes import busy_gpu_message
 
                 run = interconnect.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
                                                 failure=busy_gpu_message(busy))
@@ -436,7 +436,7 @@ class HarnessSession:
                              data={"topology": self.topology})
 
     def soak_spec(self):
-        from harness.workloads.models import MODELS
+        from harness.catalog import MODELS
         from harness.workloads.soak import SoakSpec, parse_duration
 
         profile = self.profile
@@ -518,7 +518,7 @@ class HarnessSession:
 
 def refused_record(spec, run_id: str, busy: list) -> RunRecord:
     """A launch we did not start because its GPUs were busy: a failed record naming them."""
-    from harness.node.hardware import busy_gpu_message
+    from harness.node.processes import busy_gpu_message
     from harness.records import Failure
 
     return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
@@ -634,8 +634,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _start_session(config: pytest.Config) -> HarnessSession:
-    from harness.node.hardware import HardwareError, detect, select_profile
-    from harness.profile.schema import ThresholdError, default_thresholds_dir, load_profiles
+    from harness.node.hardware import HardwareError, detect
+    from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
+    from harness.profile.match import select_profile
 
     try:
         socket.getaddrinfo(socket.gethostname(), None)
@@ -655,7 +656,7 @@ def _start_session(config: pytest.Config) -> HarnessSession:
     except HardwareError as exc:
         raise pytest.UsageError(str(exc)) from None
     for option, known in (("harness_models", profile.models), ("harness_precisions", profile.precisions)):
-        from harness.workloads.models import MODELS, PRECISIONS
+        from harness.catalog import MODELS, PRECISIONS
 
         valid = MODELS if option == "harness_models" else PRECISIONS
         for name in _split(config.getoption(option)) or []:
@@ -710,7 +711,7 @@ def _start_session(config: pytest.Config) -> HarnessSession:
             "Point --harness-report-dir at a writable directory (in a container, mount one at reports/).") from None
     _point_latest(report_root, run_dir)
     if profile.hardware.device == "cuda":
-        from harness.node.hardware import busy_gpu_message, gpu_processes
+        from harness.node.processes import busy_gpu_message, gpu_processes
 
         busy = gpu_processes(hardware.gpus)
         if busy:

@@ -462,7 +462,7 @@ def _default_device() -> str:
 
 def cli_find_max_bs(ns: argparse.Namespace) -> int:
     """``harness find-max-bs``: 0 with a recommendation, 1 when nothing fits or a probe failed, 2 on bad input."""
-    from harness.workloads.models import MODELS
+    from harness.catalog import MODELS
 
     if ns.model not in MODELS:
         print(f"harness find-max-bs: --model {ns.model}: unknown; known models: {', '.join(MODELS)}", file=sys.stderr)

@@ -6,7 +6,7 @@ takes them, runs the weak-scaling matrix ``repeats`` times through ``harness.lau
 (the very launch the acceptance suite makes), and writes ``thresholds/<name>.toml`` with the
 measured medians and spreads as comments, bounds derived from them with stated margins, a match
 rule for the detected hardware, and where every number came from. The file is validated with
-``harness.profile.schema.load_profile`` before it is written (atomically), so it is usable at once:
+``harness.profile.load.load_profile`` before it is written (atomically), so it is usable at once:
 ``make acceptance ARGS="--hardware <name>"``.
 
 Statistics (docs/calibration.md says why):
@@ -550,8 +550,8 @@ def render_profile(plan: CalibrationPlan, hw: Hardware, cases: Sequence[CaseMeas
 
 
 def validate_profile_text(text: str, name: str):
-    """The Profile the text loads as (harness.profile.schema.load_profile), or ThresholdError."""
-    from harness.profile.schema import load_profile
+    """The Profile the text loads as (harness.profile.load.load_profile), or ThresholdError."""
+    from harness.profile.load import load_profile
 
     with tempfile.TemporaryDirectory(prefix="harness-calibrate-") as scratch:
         path = Path(scratch) / f"{name}.toml"
@@ -562,7 +562,7 @@ def validate_profile_text(text: str, name: str):
 def write_profile(text: str, path: Path, *, force: bool) -> None:
     """Validate, then write atomically; refuse to replace an existing file unless ``force``."""
     from harness.records import write_json_atomic
-    from harness.profile.schema import ThresholdError
+    from harness.profile.load import ThresholdError
 
     try:
         validate_profile_text(text, path.stem)
@@ -585,7 +585,7 @@ def _split_list(values: Sequence[str] | None) -> list[str]:
 
 def parse_batch_sizes(values: Sequence[str] | None) -> dict[str, int]:
     """``["resnet50=256", "vit_b_16=192,bert_large=128"]`` -> {model: batch}."""
-    from harness.workloads.models import MODELS
+    from harness.catalog import MODELS
 
     sizes = {}
     for item in _split_list(values):
@@ -601,7 +601,7 @@ def parse_batch_sizes(values: Sequence[str] | None) -> dict[str, int]:
 
 def parse_peak_tflops(text: str) -> dict[str, float]:
     """``"bf16=989,fp16=989"`` -> {precision: TFLOP/s}."""
-    from harness.workloads.models import PRECISIONS
+    from harness.catalog import PRECISIONS
 
     peaks = {}
     for item in _split_list([text]):
@@ -636,8 +636,9 @@ def _default_gpu_counts(available: int, device: str) -> tuple[int, ...]:
 
 def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tuple[dict[str, float], str] | None:
     """The peak TFLOP/s of an existing profile that matches this hardware, with where they came from."""
-    from harness.node.hardware import HardwareError, select_profile
-    from harness.profile.schema import ThresholdError, load_profile
+    from harness.node.hardware import HardwareError
+    from harness.profile.load import ThresholdError, load_profile
+    from harness.profile.match import select_profile
 
     profiles, seen = [], set()
     for directory in directories:
@@ -661,9 +662,10 @@ def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tu
 def plan_from_args(ns: argparse.Namespace, hw: Hardware, *, thresholds_dir: Path | None = None,
                    now: datetime | None = None) -> CalibrationPlan:
     """Check every argument against the hardware and the files; CalibrationError says what is wrong."""
-    from harness.node.hardware import HardwareError, check_homogeneous
-    from harness.workloads.models import MODELS, PRECISIONS
-    from harness.profile.schema import default_thresholds_dir
+    from harness.catalog import MODELS, PRECISIONS
+    from harness.node.hardware import HardwareError
+    from harness.profile.load import default_thresholds_dir
+    from harness.profile.match import check_homogeneous
 
     if not _NAME.fullmatch(ns.name or ""):
         raise CalibrationError(f"--name {ns.name!r}: use letters, digits, '.', '_' and '-' (it becomes the file name "
@@ -935,8 +937,9 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
 
 def selection_note(plan: CalibrationPlan, hw: Hardware) -> str:
     """Which profile automatic selection now picks on this hardware from the output directory."""
-    from harness.node.hardware import HardwareError, select_profile
-    from harness.profile.schema import ThresholdError, load_profile
+    from harness.node.hardware import HardwareError
+    from harness.profile.load import ThresholdError, load_profile
+    from harness.profile.match import select_profile
 
     if plan.device != hw.device:
         return ""
@@ -1035,7 +1038,7 @@ def cli_calibrate(ns: argparse.Namespace) -> int:
     note = selection_note(plan, hw)
     if note:
         print(note)
-    from harness.profile.schema import default_thresholds_dir
+    from harness.profile.load import default_thresholds_dir
 
     extra = ""
     if plan.output_path.parent.resolve() != default_thresholds_dir().resolve():

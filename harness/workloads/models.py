@@ -1,52 +1,30 @@
-"""The model registry: what the benchmark trains, and the facts the verdict needs about it.
+"""The networks the benchmark trains: builders, synthetic batches and the loss, keyed by the catalog.
 
-Each entry knows how to build its network (no downloads: random weights), what its synthetic
-input looks like, how many floating-point operations one training sample costs (for TFLOP/s and
-MFU), and whether it runs in channels_last memory format.
-
-Training FLOPs are forward + backward ≈ 3 × forward = 6 × multiply-accumulates. The figures for
-the full-size models are the published ones collected in shared/REFERENCE.md (timm GMACs × 6;
-BERT: 6 × parameters × tokens); the CPU-sized ones were counted with
-``torch.utils.flop_counter.FlopCounterMode`` (forward × 3). ``tests/test_models.py`` checks
-every figure against that counter, so a changed builder cannot silently drift from its FLOPs.
+What the harness knows about a model without building it (names, input shapes, FLOPs per sample,
+channels_last) is in harness/catalog.py, which stays torch-free; this module adds what needs torch.
+Every network is built with random weights: nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Literal
+from dataclasses import dataclass, fields
+from typing import Callable
 
 import torch
+import torchvision.models
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
-InputKind = Literal["image", "tokens"]
+from harness.catalog import MODELS as CATALOG
+from harness.catalog import ModelInfo, model_info
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ModelSpec:
-    name: str
-    """Registry key, as used on the command line and in threshold files."""
-    description: str
-    input_kind: InputKind
-    """``image``: float images (N, 3, H, W) with class labels; ``tokens``: token ids (N, T) with
-    a masked-language-model target per position."""
-    build: Callable[[], nn.Module]
-    train_flops_per_sample: float
-    """Floating-point operations of one training sample (forward + backward), in FLOP."""
-    flops_source: str
-    channels_last: bool
-    """CNNs run NHWC: cuDNN's fastest tensor-core convolutions want it."""
-    image_size_px: int | None = None
-    num_classes: int | None = None
-    seq_len: int | None = None
-    vocab_size: int | None = None
-    cpu_sized: bool = False
-    """Small enough that a 2-core CPU trains a step in well under a second (the ``cpu`` profile)."""
+class ModelSpec(ModelInfo):
+    """A catalog entry that can build its network and feed it."""
 
-    @property
-    def sample_unit(self) -> str:
-        return "images" if self.input_kind == "image" else "sequences"
+    build: Callable[[], nn.Module]
 
     def synthetic_batch(self, batch_size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """One batch of random inputs and targets, made on ``device`` once and reused every step."""
@@ -100,12 +78,7 @@ class MaskedLanguageModel(nn.Module):
 
 
 def _torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
-    def build() -> nn.Module:
-        import torchvision.models  # imported late: it costs ~1 s and the CLI should start fast
-
-        return getattr(torchvision.models, name)(weights=None, **kwargs)
-
-    return build
+    return lambda: getattr(torchvision.models, name)(weights=None, **kwargs)
 
 
 def _bert(*, layers: int, hidden: int, heads: int, ffn: int, vocab_size: int, seq_len: int) -> Callable[[], nn.Module]:
@@ -114,68 +87,29 @@ def _bert(*, layers: int, hidden: int, heads: int, ffn: int, vocab_size: int, se
     )
 
 
-_GIGA = 1e9
-_REFERENCE = "shared/REFERENCE.md: timm GMACs x 6 (forward + backward), 224 px"
+_BUILDERS: dict[str, Callable[[], nn.Module]] = {
+    "resnet50": _torchvision("resnet50"),
+    "resnet101": _torchvision("resnet101"),
+    "resnet152": _torchvision("resnet152"),
+    "vit_b_16": _torchvision("vit_b_16"),
+    "bert_large": _bert(layers=24, hidden=1024, heads=16, ffn=4096, vocab_size=30522, seq_len=128),
+    "resnet18": _torchvision("resnet18"),
+    "tiny_bert": _bert(layers=2, hidden=256, heads=4, ffn=1024, vocab_size=8192, seq_len=64),
+}
 
-_SPECS = [
-    ModelSpec(
-        name="resnet50", description="ResNet-50 (torchvision), 224 px, 1000 classes",
-        input_kind="image", build=_torchvision("resnet50"), train_flops_per_sample=24.7 * _GIGA,
-        flops_source=_REFERENCE, channels_last=True, image_size_px=224, num_classes=1000,
-    ),
-    ModelSpec(
-        name="resnet101", description="ResNet-101 (torchvision), 224 px, 1000 classes",
-        input_kind="image", build=_torchvision("resnet101"), train_flops_per_sample=47.0 * _GIGA,
-        flops_source=_REFERENCE, channels_last=True, image_size_px=224, num_classes=1000,
-    ),
-    ModelSpec(
-        name="resnet152", description="ResNet-152 (torchvision), 224 px, 1000 classes",
-        input_kind="image", build=_torchvision("resnet152"), train_flops_per_sample=69.4 * _GIGA,
-        flops_source=_REFERENCE, channels_last=True, image_size_px=224, num_classes=1000,
-    ),
-    ModelSpec(
-        name="vit_b_16", description="ViT-B/16 (torchvision), 224 px, 1000 classes",
-        input_kind="image", build=_torchvision("vit_b_16"), train_flops_per_sample=105.5 * _GIGA,
-        # Attention is not a convolution: NHWC buys nothing and costs a transpose.
-        flops_source=_REFERENCE, channels_last=False, image_size_px=224, num_classes=1000,
-    ),
-    ModelSpec(
-        name="bert_large",
-        description="BERT-large encoder (24 layers, 1024 hidden, 16 heads, 4096 FFN) + masked-LM head, seq 128",
-        input_kind="tokens",
-        build=_bert(layers=24, hidden=1024, heads=16, ffn=4096, vocab_size=30522, seq_len=128),
-        train_flops_per_sample=257.0 * _GIGA,
-        flops_source="shared/REFERENCE.md: 6 x 335 M parameters x 128 tokens",
-        channels_last=False, seq_len=128, vocab_size=30522,
-    ),
-    ModelSpec(
-        name="resnet18",
-        description="ResNet-18 (torchvision) at 64 px, 1000 classes: CPU-sized",
-        input_kind="image", build=_torchvision("resnet18"), train_flops_per_sample=0.894 * _GIGA,
-        flops_source="torch FlopCounterMode, forward x 3, 64 px", channels_last=True,
-        image_size_px=64, num_classes=1000, cpu_sized=True,
-    ),
-    ModelSpec(
-        name="tiny_bert",
-        description="2-layer BERT-style encoder (256 hidden, 4 heads, 1024 FFN, vocab 8192) + MLM head, seq 64: CPU-sized",
-        input_kind="tokens",
-        build=_bert(layers=2, hidden=256, heads=4, ffn=1024, vocab_size=8192, seq_len=64),
-        train_flops_per_sample=1.458 * _GIGA,
-        flops_source="torch FlopCounterMode, forward x 3, seq 64", channels_last=False,
-        seq_len=64, vocab_size=8192, cpu_sized=True,
-    ),
-]
 
-MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in _SPECS}
+def _spec(info: ModelInfo) -> ModelSpec:
+    facts = {field.name: getattr(info, field.name) for field in fields(ModelInfo)}
+    return ModelSpec(**facts, build=_BUILDERS[info.name])
 
-PRECISIONS = ("fp32", "fp16", "bf16")
+
+MODELS: dict[str, ModelSpec] = {name: _spec(info) for name, info in CATALOG.items()}
+"""The catalog's models with their builders, in catalog order."""
 
 
 def get_model(name: str) -> ModelSpec:
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)}") from None
+    """The buildable model ``name``; ValueError listing the known models when the catalog lacks it."""
+    return MODELS[model_info(name).name]
 
 
 def count_train_flops_per_sample(spec: ModelSpec, batch_size: int = 2) -> float:
@@ -185,8 +119,6 @@ def count_train_flops_per_sample(spec: ModelSpec, batch_size: int = 2) -> float:
     nn.MultiheadAttention and nn.TransformerEncoder take fused inference kernels that the counter
     does not see, and ViT/BERT would look 1.6x/10x cheaper than they are.
     """
-    from torch.utils.flop_counter import FlopCounterMode
-
     model = spec.build().train()
     inputs, _ = spec.synthetic_batch(batch_size, torch.device("cpu"))
     counter = FlopCounterMode(display=False)

@@ -1,0 +1,172 @@
+"""What a loaded threshold profile is: frozen dataclasses, already validated and merged.
+
+harness/profile/load.py builds them from a ``thresholds/<name>.toml`` file; the verdict, the
+plugin and the report read them. ``to_dict()`` gives the JSON form that results carry as their
+resolved bounds (GPU-count keys as strings), so a report shows what the session applied without
+reading the TOML again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every mapping key a string and every tuple a list, as JSON would give it back."""
+    if isinstance(value, dict):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+class _JsonForm:
+    """``to_dict()`` for the bounds dataclasses below."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON: GPU-count keys as strings."""
+        return json_safe(asdict(self))  # type: ignore[call-overload]  # only dataclasses mix this in
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HardwareMatch:
+    """How the harness recognises the hardware a profile is for (used by profile/match.py)."""
+
+    device: Literal["cuda", "cpu"]
+    gpu_name_contains: str | None = None
+    """Case-insensitive fragment of the GPU name as NVML reports it, e.g. "A100-SXM4"; None on cpu."""
+    min_memory_gib: float | None = None
+    """Smallest GPU memory (GiB, 1024³ bytes) the profile accepts; tells 40 GB from 80 GB parts."""
+    max_memory_gib: float | None = None
+    """Largest GPU memory (GiB) the profile accepts."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseBounds:
+    """The bounds of one model x precision, already merged with [defaults] (the case's value wins)."""
+
+    model: str
+    """Key of harness.catalog.MODELS."""
+    precision: str
+    """One of harness.catalog.PRECISIONS."""
+    batch_size_per_gpu: int
+    """Samples per GPU per step in the weak-scaling runs."""
+    source: str
+    """Where the numbers came from: a measurement (who, where, when) or a cited publication."""
+    min_samples_per_sec_per_gpu: float | None = None
+    """Lowest acceptable throughput per GPU, samples/s (images/s or sequences/s)."""
+    min_weak_efficiency: dict[int, float] = field(default_factory=dict)
+    """GPU count -> lowest acceptable per-GPU throughput at that count / at 1 GPU, a fraction in (0, 1]."""
+    strong_global_batch_size: int | None = None
+    """Global batch of the strong-scaling runs (split evenly over the GPUs); None: no strong runs."""
+    min_strong_efficiency: dict[int, float] = field(default_factory=dict)
+    """GPU count -> lowest acceptable speedup / GPU count at a fixed global batch, a fraction in (0, 1]."""
+    min_gpu_utilization_pct: float | None = None
+    """Lowest acceptable mean GPU utilization during the measured window, percent (0..100)."""
+    min_power_fraction_of_limit: float | None = None
+    """Lowest acceptable mean power draw as a fraction of the enforced power limit, in (0, 1]."""
+    max_temperature_c: float | None = None
+    """Highest acceptable GPU temperature, degrees Celsius."""
+    max_straggler_ratio: float | None = None
+    """Highest acceptable slowest-rank / fastest-rank compute step time, >= 1."""
+    max_step_time_cv: float | None = None
+    """Highest acceptable coefficient of variation (stdev / mean) of step time, a fraction > 0."""
+    inherited: tuple[str, ...] = ()
+    """Names of the bounds above that came from [defaults] (the case's own table leaves them out), sorted."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved bounds as JSON (GPU-count keys as strings); without ``inherited``, which a
+        result carries beside them as ``bounds_inherited``."""
+        data = json_safe(asdict(self))
+        del data["inherited"]
+        return data
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSettings:
+    """How long each benchmark launch warms up, measures, and may take in total."""
+
+    warmup_seconds: float = 5.0
+    """Untimed steps first: cuDNN autotuning, allocator growth, clocks ramping up."""
+    measure_seconds: float = 10.0
+    """Length of the timed window; with ci_target, the least it lasts."""
+    ci_target: float = 0.0
+    """Adaptive window: stop once the 95 % CI half-width of throughput is at most this (0.01 = ±1 %);
+    0 = a fixed window of measure_seconds."""
+    max_measure_seconds: float | None = None
+    """Adaptive window: the longest it lasts, whatever the CI."""
+    timeout_seconds: float = 600.0
+    """Wall-clock limit of one launch, start-up included; past it the launch is killed and fails."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InterconnectBounds(_JsonForm):
+    """Collective-communication bounds, measured as nccl-tests does."""
+
+    min_allreduce_busbw_gbps: dict[int, float]
+    """GPU count -> lowest acceptable all-reduce bus bandwidth, GB/s (10⁹ bytes/s, nccl-tests busbw)."""
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TopologyBounds(_JsonForm):
+    """Expected GPU wiring; a missing link is a hardware fault the throughput checks may not show."""
+
+    nvlinks_per_gpu: int | None = None
+    """Active NVLink links per GPU."""
+    p2p_all_pairs: bool | None = None
+    """Whether every GPU pair must support peer-to-peer access."""
+    pcie_generation: int | None = None
+    """Expected current PCIe link generation of each GPU (under load: links downtrain when idle)."""
+    pcie_width: int | None = None
+    """Expected PCIe link width (lanes) of each GPU."""
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SoakBounds(_JsonForm):
+    """Bounds of a long run: does the node hold its speed once hot?"""
+
+    max_throughput_decay: float
+    """Largest acceptable slowdown of the last window vs the first, a fraction in (0, 1)."""
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Profile:
+    """One validated threshold file."""
+
+    name: str
+    """The file stem, e.g. "a100-80gb"; what --hardware names."""
+    path: Path
+    """The file it was read from, as given."""
+    sha256: str
+    """SHA-256 of the file's bytes, so a report pins exactly which thresholds were applied."""
+    description: str
+    hardware: HardwareMatch
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    """Precision -> dense (not 2:4 sparse) peak TFLOP/s per GPU, for MFU; may be empty on cpu."""
+    peak_tflops_source: str | None = None
+    gpu_counts: tuple[int, ...]
+    """GPU counts of the default matrix."""
+    models: tuple[str, ...]
+    """Models of the default matrix."""
+    precisions: tuple[str, ...]
+    """Precisions of the default matrix."""
+    run: RunSettings = field(default_factory=RunSettings)
+    cases: dict[tuple[str, str], CaseBounds]
+    """(model, precision) -> bounds; includes cases outside the default matrix."""
+    interconnect: InterconnectBounds | None = None
+    topology: TopologyBounds | None = None
+    soak: SoakBounds | None = None
+    raw: dict = field(default_factory=dict)
+    """The parsed TOML as read, for the report's "thresholds applied" section."""
+
+    def bounds(self, model: str, precision: str) -> CaseBounds | None:
+        """The bounds for ``model`` x ``precision``, or None when the profile has no such case."""
+        return self.cases.get((model, precision))
+

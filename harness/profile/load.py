@@ -1,0 +1,205 @@
+"""Loading threshold profiles: read a file safely, validate all of it, build the frozen Profile.
+
+``load_profile`` reads one ``thresholds/<name>.toml``; ``load_profiles`` a directory of them;
+``cli_check`` is ``harness thresholds check``. Every problem of a file is raised at once, as one
+``ThresholdError`` whose message has a line per problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from harness.profile import rules
+from harness.profile.bounds import (
+    CaseBounds,
+    HardwareMatch,
+    InterconnectBounds,
+    Profile,
+    RunSettings,
+    SoakBounds,
+    TopologyBounds,
+)
+from harness.profile.problems import ABSENT, ProblemReport
+from harness.profile.schema import CASE_FIELDS, SCHEMA_VERSION, TOP_LEVEL_FIELDS, check_table
+
+
+class ThresholdError(Exception):
+    """One or more threshold files cannot be used. ``str(err)`` is the whole user-facing message,
+    one line per problem, each line starting with the file it is about."""
+
+    def __init__(self, path: str | os.PathLike[str], problems: Sequence[str]):
+        super().__init__("\n".join(problems))
+        self.path = Path(path)
+        """The file, or the directory for ``load_profiles``."""
+        self.problems = list(problems)
+
+    def __reduce__(self):
+        # The default pickling replays ``args`` (the joined text) into __init__, which wants two.
+        return (type(self), (self.path, self.problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the dataclasses from checked values
+
+
+def _case_bounds(model: str, precision: str, case: Mapping[str, Any], defaults: Mapping[str, Any]) -> CaseBounds:
+    inherited = {spec.key: defaults[spec.key] for spec in CASE_FIELDS
+                 if spec.inherit and spec.key in defaults and spec.key not in case}
+    source = case["source"]
+    if inherited:
+        source = f"{source}; {', '.join(inherited)} from [defaults]: {defaults['source']}"
+    own = {key: value for key, value in case.items() if key != "source"}
+    return CaseBounds(model=model, precision=precision, source=source, inherited=tuple(sorted(inherited)),
+                      **inherited, **own)
+
+
+def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any]) -> Profile:
+    hardware = checked["hardware"]
+    defaults = checked["defaults"]
+    cases = {(model, precision): _case_bounds(model, precision, case, defaults)
+             for (model, precision), case in checked["models"].items()}
+    return Profile(
+        name=hardware["name"],
+        path=path,
+        sha256=hashlib.sha256(data).hexdigest(),
+        description=hardware["description"],
+        hardware=HardwareMatch(device=hardware["device"], **hardware.get("match", {})),
+        peak_tflops=hardware.get("peak_tflops", {}),
+        peak_tflops_source=hardware.get("peak_tflops_source"),
+        gpu_counts=tuple(sorted(defaults["gpu_counts"])),
+        models=defaults["models"],
+        precisions=defaults["precisions"],
+        run=RunSettings(**checked.get("run", {})),
+        cases=cases,
+        raw=raw,
+        interconnect=InterconnectBounds(**checked["interconnect"]) if "interconnect" in checked else None,
+        topology=TopologyBounds(**checked["topology"]) if "topology" in checked else None,
+        soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# I/O edge
+
+
+def _parse(path: Path, report: ProblemReport) -> tuple[bytes, dict] | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        report.add((), "no such file")
+        return None
+    except IsADirectoryError:
+        report.add((), "is a directory, not a threshold file; use load_profiles for a directory")
+        return None
+    except OSError as err:
+        report.add((), f"cannot read the file: {err.strerror or err}")
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        report.add((), f"not UTF-8 text (bad byte at offset {err.start}); TOML files must be UTF-8")
+        return None
+    try:
+        return data, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        # tomllib's message ends "(at line L, column C)", which is what the user needs.
+        report.add((), f"invalid TOML: {err}; fix the syntax there (TOML reference: https://toml.io/en/v1.0.0)")
+        return None
+
+
+def load_profile(path: str | os.PathLike[str]) -> Profile:
+    """Read and validate one threshold file; raise ThresholdError listing all its problems."""
+    path = Path(path)
+    report = ProblemReport(label=str(path))
+    parsed = _parse(path, report)
+    if parsed is None:
+        raise ThresholdError(path, report.lines)
+    data, raw = parsed
+    version = raw.get("schema_version", ABSENT)
+    if isinstance(version, int) and not isinstance(version, bool) and version != SCHEMA_VERSION:
+        # A file of another version would drown this one fact in unknown-key noise.
+        report.add(("schema_version",), f"this harness reads schema_version = {SCHEMA_VERSION} only; use the harness "
+                   "version that wrote the file, or convert it (thresholds/README.md)", version)
+        raise ThresholdError(path, report.lines)
+    checked = check_table(raw, TOP_LEVEL_FIELDS, (), report)
+    rules.check_relations(raw, checked, path.stem, report)
+    if report.lines:
+        raise ThresholdError(path, report.lines)
+    return _build_profile(path, data, raw, checked)
+
+
+def load_profiles(directory: str | os.PathLike[str]) -> list[Profile]:
+    """Every ``*.toml`` in ``directory``, sorted by name; ThresholdError lists every bad file's problems."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ThresholdError(directory, [f"{directory}: not a directory of threshold files; set "
+                                         "HARNESS_THRESHOLDS_DIR or pass an existing directory"])
+    profiles: list[Profile] = []
+    problems: list[str] = []
+    for path in sorted(directory.glob("*.toml")):
+        try:
+            profiles.append(load_profile(path))
+        except ThresholdError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise ThresholdError(directory, problems)
+    return sorted(profiles, key=lambda profile: profile.name)
+
+
+def default_thresholds_dir() -> Path:
+    """$HARNESS_THRESHOLDS_DIR, else the thresholds/ next to the package (a source checkout), else ./thresholds."""
+    from_env = os.environ.get("HARNESS_THRESHOLDS_DIR")
+    if from_env:
+        return Path(from_env)
+    beside_package = Path(__file__).resolve().parents[2] / "thresholds"
+    if beside_package.is_dir():
+        return beside_package
+    return Path("thresholds")
+
+
+def _files_to_check(paths: Sequence[str]) -> tuple[list[Path], str]:
+    """The files named (directories expand to their *.toml), and where they were looked for."""
+    if not paths:
+        directory = default_thresholds_dir()
+        return sorted(directory.glob("*.toml")), str(directory)
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        files.extend(sorted(path.glob("*.toml")) if path.is_dir() else [path])
+    return files, ", ".join(paths)
+
+
+def cli_check(paths: list[str]) -> int:
+    """``harness thresholds check [FILES]``: 0 when every file is valid, 1 when any is not, 2 when none was found."""
+    files, searched = _files_to_check(paths)
+    if not files:
+        print(f"harness thresholds check: no threshold files (*.toml) found in {searched}; pass files or a "
+              "directory, or set HARNESS_THRESHOLDS_DIR", file=sys.stderr)
+        return 2
+    bad_files = 0
+    for path in files:
+        try:
+            profile = load_profile(path)
+        except ThresholdError as err:
+            bad_files += 1
+            print(err, file=sys.stderr)
+            continue
+        case_count = len(profile.cases)
+        print(f"ok  {path}  ({case_count} case{'' if case_count == 1 else 's'})")
+    if bad_files:
+        print(f"problems in {bad_files} of {len(files)} threshold files (format: thresholds/README.md)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli_check(sys.argv[1:]))
