@@ -136,7 +136,7 @@ def cmd_report(ns: argparse.Namespace) -> int:
 
 
 def cmd_find_max_bs(ns: argparse.Namespace) -> int:
-    from harness.tools.batchsize import cli_find_max_bs
+    from harness.tools.batchsize.cli import cli_find_max_bs
 
     return cli_find_max_bs(ns)
 
@@ -159,7 +159,7 @@ COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, 
 
 def build_parser() -> argparse.ArgumentParser:
     from harness import __version__
-    from harness.tools.batchsize import add_find_max_bs_parser
+    from harness.tools.batchsize.options import add_find_max_bs_parser
     from harness.tools.calibrate import add_calibrate_parser
     from harness.tools.compare import add_compare_parser
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.tools import calibrate
-from harness.tools.batchsize import JudgedProbe, ProbeResult, SearchResult
+from harness.tools.batchsize.search import JudgedProbe, ProbeResult, SearchResult
 from harness.tools.calibrate import (BatchChoice, CalibrationError, Margins, derive_bounds, measure_case, plan_from_args,
                                round_down_significant, run_calibration, spread_warnings)
 from harness.node.hardware import GpuInfo, Hardware, HardwareError, select_profile

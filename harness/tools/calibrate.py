@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 if TYPE_CHECKING:
-    from harness.tools.batchsize import SearchResult
+    from harness.tools.batchsize.search import SearchResult
     from harness.node.hardware import Hardware
     from harness.launch.run import BenchmarkSpec
     from harness.records import RunRecord
@@ -798,7 +798,7 @@ BatchFinder = Callable[..., "SearchResult"]
 def choose_batches(plan: CalibrationPlan, find_batch: BatchFinder, echo: Callable[[str], None]) -> dict[
         tuple[str, str], BatchChoice]:
     """The per-GPU batch of every case: given, or the largest that fits (find-max-bs)."""
-    from harness.tools.batchsize import SearchError, format_table, recommendation
+    from harness.tools.batchsize.search import SearchError, format_table, recommendation
 
     choices = {}
     for model in plan.models:
@@ -910,7 +910,7 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
     if launcher is None:
         from harness.launch.run import run_benchmark as launcher
     if find_batch is None:
-        from harness.tools.batchsize import find_max_batch as find_batch
+        from harness.tools.batchsize.probe import find_max_batch as find_batch
     batches = choose_batches(plan, find_batch, echo)
     by_case = run_matrix(plan, batches, launcher, echo)
     cases = tuple(measure_case(model, precision, batches[(model, precision)], by_case[(model, precision)])
