@@ -142,7 +142,7 @@ def cmd_find_max_bs(ns: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(ns: argparse.Namespace) -> int:
-    from harness.tools.calibrate import cli_calibrate
+    from harness.tools.calibrate.cli import cli_calibrate
 
     return cli_calibrate(ns)
 
@@ -160,7 +160,7 @@ COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, 
 def build_parser() -> argparse.ArgumentParser:
     from harness import __version__
     from harness.tools.batchsize.options import add_find_max_bs_parser
-    from harness.tools.calibrate import add_calibrate_parser
+    from harness.tools.calibrate.options import add_calibrate_parser
     from harness.tools.compare import add_compare_parser
 
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
