@@ -199,7 +199,8 @@ def test_interconnect_topology_and_soak_results_are_left_out_not_refused(two_run
             "case": "allreduce-2gpu", "checks": [], "interconnect": {"busbw_gbps": 343.5},
             "record": {"run_id": "ar2", "telemetry": None}},
         "test_interconnect.py::test_topology": {"case": "topology", "checks": [], "topology": {}},
-        "test_soak.py::test_soak": {"case": "soak", "checks": [], "soak": {}, "record": {"run_id": "s", "telemetry": None}},
+        "test_soak.py::test_soak": {"case": "soak", "checks": [], "soak": {},
+                                    "record": {"run_id": "s", "telemetry": None}},
     })
     (after / "session.json").write_text(json.dumps(session))
     (after / "runs").rename(tmp_path / "moved-runs")  # read the records from session.json itself

@@ -285,23 +285,28 @@ def summarize(run_set: RunSet) -> dict[CaseId, CaseSummary]:
     for case in sorted(groups, key=_case_order):
         records = groups[case]
         ok = [r for r in records if r.ok and r.throughput_per_gpu is not None]
-        throughput = _median([r.throughput_per_gpu for r in ok])
+        throughput = _median([r.throughput_per_gpu for r in ok if r.throughput_per_gpu is not None])
         efficiency = None
-        if case.world_size > 1 and ok:
-            baseline = _baseline_records(run_set.records, ok[0])
-            if case.scaling == "weak":
-                base = _median([r.throughput_per_gpu for r in baseline if r.throughput_per_gpu])
-                efficiency = throughput / base if base else None
-            else:
-                total = _median([r.throughput_total for r in ok if r.throughput_total])
-                base = _median([r.throughput_total for r in baseline if r.throughput_total])
-                efficiency = total / base / case.world_size if base and total else None
+        if case.world_size > 1 and ok and throughput is not None:
+            efficiency = _efficiency(case, ok, throughput, _baseline_records(run_set.records, ok[0]))
         summaries[case] = CaseSummary(
             case=case, runs=len(records), throughput_per_gpu=throughput,
             sample_unit=records[0].sample_unit, efficiency=efficiency,
             ci95_rel=_median([r.throughput_ci95_rel for r in ok if r.throughput_ci95_rel is not None]),
             status=_status(records, run_set.verdicts))
     return summaries
+
+
+def _efficiency(case: CaseId, ok: list[RunRecord], throughput_per_gpu: float,
+                baseline: list[RunRecord]) -> float | None:
+    """Weak: per-GPU throughput / the 1-GPU run's; strong: total throughput / the 1-GPU run's, over N.
+    None without a successful baseline."""
+    if case.scaling == "weak":
+        base = _median([r.throughput_per_gpu for r in baseline if r.throughput_per_gpu])
+        return throughput_per_gpu / base if base else None
+    total = _median([r.throughput_total for r in ok if r.throughput_total])
+    base = _median([r.throughput_total for r in baseline if r.throughput_total])
+    return total / base / case.world_size if base and total else None
 
 
 def compare(a: RunSet, b: RunSet) -> Comparison:

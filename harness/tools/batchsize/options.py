@@ -15,7 +15,8 @@ def add_find_max_bs_parser(subparsers) -> argparse.ArgumentParser:
         "find-max-bs", help="find the largest per-GPU batch that fits in memory",
         description="Find the largest per-GPU batch whose training step (harness recipe) fits within a fraction of "
                     "the GPU's memory: doubling, then bisection, each probe a fresh process.")
-    # Names, not choices from harness.workloads.models: importing it imports torch, and `harness --help` should be quick.
+    # Names, not choices from harness.workloads.models: importing it imports torch, and `harness --help`
+    # should be quick.
     p.add_argument("--model", required=True, help="a registry model, e.g. resnet50, vit_b_16, bert_large, tiny_bert")
     p.add_argument("--precision", required=True, choices=("fp32", "fp16", "bf16"))
     p.add_argument("--memory-fraction", type=float, default=DEFAULT_MEMORY_FRACTION,

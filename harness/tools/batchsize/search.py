@@ -182,15 +182,17 @@ def search_max_batch(probe: Callable[[int], ProbeResult], *, start: int = DEFAUL
 
 def monotonicity_warnings(probes: list[JudgedProbe] | tuple[JudgedProbe, ...]) -> list[str]:
     """Where measured peak memory falls as the batch grows: the bisection assumes it never does."""
-    measured = sorted((p for p in probes if p.result.outcome == "ran" and p.result.peak_memory_gib is not None),
-                      key=lambda p: p.batch_size)
+    measured: list[tuple[int, float]] = []  # (batch, peak GiB) of each probe that ran and measured its peak
+    for probe in probes:
+        if probe.result.outcome == "ran" and probe.result.peak_memory_gib is not None:
+            measured.append((probe.batch_size, probe.result.peak_memory_gib))
+    measured.sort(key=lambda batch_and_peak: batch_and_peak[0])
     warnings = []
-    for smaller, larger in zip(measured, measured[1:]):
-        low, high = smaller.result.peak_memory_gib, larger.result.peak_memory_gib
-        if larger.batch_size > smaller.batch_size and high < low * (1 - MONOTONE_TOLERANCE):
+    for (smaller, low), (larger, high) in zip(measured, measured[1:], strict=False):
+        if larger > smaller and high < low * (1 - MONOTONE_TOLERANCE):
             warnings.append(
-                f"peak memory fell from {low:.2f} GiB at batch {smaller.batch_size} to {high:.2f} GiB at batch "
-                f"{larger.batch_size}: the search assumes memory grows with the batch (cuDNN may pick other "
+                f"peak memory fell from {low:.2f} GiB at batch {smaller} to {high:.2f} GiB at batch "
+                f"{larger}: the search assumes memory grows with the batch (cuDNN may pick other "
                 "algorithms at other sizes); confirm the recommendation with `harness run`")
     return warnings
 
@@ -226,10 +228,9 @@ def recommendation(result: SearchResult, model: str, precision: str) -> str:
                 "optimizer state alone exceed the limit; use a GPU with more memory or a smaller model")
     device = best.result.device_name or "this device"
     text = f"largest batch per GPU for {model} {precision} on {device}: {result.max_batch_size}"
-    if best.limit_gib is not None and best.result.total_memory_gib:
-        used = best.result.peak_memory_gib / best.result.total_memory_gib
-        text += (f" (peak {best.result.peak_memory_gib:.2f} GiB of {best.result.total_memory_gib:.1f} GiB = "
-                 f"{used:.0%}; limit {result.memory_fraction:.0%})")
+    peak, total = best.result.peak_memory_gib, best.result.total_memory_gib
+    if best.limit_gib is not None and total and peak is not None:  # a probe fits under a limit only with a peak
+        text += f" (peak {peak:.2f} GiB of {total:.1f} GiB = {peak / total:.0%}; limit {result.memory_fraction:.0%})"
     else:
         text += " (no device memory limit on cpu: capped by --max)"
     if result.capped and best.limit_gib is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from harness.records import RunRecord
 from harness.tools.calibrate import CalibrationError
@@ -101,23 +101,29 @@ class DerivedBounds:
     """Where a bound had to be clamped to the schema's range."""
 
 
+def _throughput_per_gpu(record: RunRecord) -> float:
+    if record.throughput_per_gpu is None:
+        raise ValueError(f"run {record.run_id} ({record.status}) has no throughput: only successful runs are measured")
+    return record.throughput_per_gpu
+
+
 def measure_case(model: str, precision: str, batch: BatchChoice,
-                 records_by_count: dict[int, Sequence[RunRecord]]) -> CaseMeasurement:
+                 records_by_count: Mapping[int, Sequence[RunRecord]]) -> CaseMeasurement:
     """The repeats of one model x precision, per GPU count; every record must be ok (checked by the caller)."""
     if 1 not in records_by_count:
         raise ValueError("the 1-GPU runs are needed: efficiency is measured against them")
-    baseline = [r.throughput_per_gpu for r in records_by_count[1]]
+    baseline = [_throughput_per_gpu(r) for r in records_by_count[1]]
     counts = []
     for gpus in sorted(records_by_count):
         records = records_by_count[gpus]
         if len(records) != len(baseline):
             raise ValueError(f"{model} {precision}: {len(records)} runs at {gpus} GPUs but {len(baseline)} at 1 GPU")
-        throughput = tuple(r.throughput_per_gpu for r in records)
+        throughput = tuple(_throughput_per_gpu(r) for r in records)
         stragglers = [r.straggler_ratio for r in records if r.straggler_ratio is not None]
         cis = [r.throughput_ci95_rel for r in records if r.throughput_ci95_rel is not None]
         counts.append(CountMeasurement(
             gpus=gpus, throughput_per_gpu=throughput,
-            efficiency=tuple(t / b for t, b in zip(throughput, baseline)) if gpus > 1 else (),
+            efficiency=tuple(t / b for t, b in zip(throughput, baseline, strict=True)) if gpus > 1 else (),
             straggler_ratio_max=max(stragglers) if gpus > 1 and stragglers else None,
             step_time_cv_max=max(r.step_time_ms.cv for r in records if r.step_time_ms is not None),
             ci95_rel_max=max(cis) if cis else None,

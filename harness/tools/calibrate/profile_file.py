@@ -8,7 +8,7 @@ import json
 import math
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from harness.node.hardware import Hardware
 from harness.profile.schema import Profile, ThresholdError, load_profile
@@ -41,7 +41,7 @@ def _toml_count_table(table: dict[int, float]) -> str:
     return "{ " + ", ".join(f"{count} = {_toml_number(value)}" for count, value in sorted(table.items())) + " }"
 
 
-def _toml_inline(table: dict[str, object]) -> str:
+def _toml_inline(table: Mapping[str, str | float]) -> str:
     items = []
     for key, value in table.items():
         shown = _toml_string(value) if isinstance(value, str) else _toml_number(value)
@@ -67,11 +67,12 @@ def _health_margins_text(m: Margins) -> str:
 # Facts of the node
 
 
-def match_rule(hw: Hardware, device: str) -> dict[str, object]:
+def match_rule(hw: Hardware, device: str) -> dict[str, str | float]:
     """The [hardware] match of the detected hardware: its NVML name and memory ±10 %; {} on cpu."""
     if device == "cpu":
         return {}
     memory = min(gpu.memory_total_gib for gpu in hw.gpus)
+    assert hw.gpu_name is not None  # a node with GPUs (min() above needs them) has a GPU name
     return {"gpu_name_contains": hw.gpu_name,
             "min_memory_gib": math.floor(memory * (1 - MEMORY_MATCH_TOLERANCE)),
             "max_memory_gib": math.ceil(memory * (1 + MEMORY_MATCH_TOLERANCE))}
@@ -150,7 +151,7 @@ def _hardware_lines(plan: CalibrationPlan, hw: Hardware, prov: Provenance) -> li
         rule = match_rule(hw, plan.device)
         lines.append("# The NVML name of the calibrated GPU and its memory +-10 %: edit to widen or narrow the match.")
         lines.append(f"match = {_toml_inline(rule)}")
-        lines.append(f"peak_tflops = {_toml_inline(dict(plan.peak_tflops))}")
+        lines.append(f"peak_tflops = {_toml_inline(plan.peak_tflops)}")
         lines.append(f"peak_tflops_source = {_toml_string(plan.peak_tflops_source or '')}")
     return lines
 
