@@ -136,13 +136,13 @@ def cmd_report(ns: argparse.Namespace) -> int:
 
 
 def cmd_find_max_bs(ns: argparse.Namespace) -> int:
-    from harness.tools.batchsize import cli_find_max_bs
+    from harness.tools.batchsize.cli import cli_find_max_bs
 
     return cli_find_max_bs(ns)
 
 
 def cmd_calibrate(ns: argparse.Namespace) -> int:
-    from harness.tools.calibrate import cli_calibrate
+    from harness.tools.calibrate.cli import cli_calibrate
 
     return cli_calibrate(ns)
 
@@ -159,8 +159,8 @@ COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, 
 
 def build_parser() -> argparse.ArgumentParser:
     from harness import __version__
-    from harness.tools.batchsize import add_find_max_bs_parser
-    from harness.tools.calibrate import add_calibrate_parser
+    from harness.tools.batchsize.options import add_find_max_bs_parser
+    from harness.tools.calibrate.options import add_calibrate_parser
     from harness.tools.compare import add_compare_parser
 
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from harness.tools import batchsize
-from harness.tools.batchsize import (JudgedProbe, ProbeResult, SearchError, format_table, judge, monotonicity_warnings,
-                               recommendation, search_max_batch)
+import harness.workloads.models
+from harness.tools.batchsize import probe as batchsize_probe
+from harness.tools.batchsize.cli import cli_find_max_bs
+from harness.tools.batchsize.options import add_find_max_bs_parser
+from harness.tools.batchsize.search import (JudgedProbe, ProbeResult, SearchError, format_table, judge,
+                                            monotonicity_warnings, recommendation, search_max_batch)
 
 
 class FakeMemory:
@@ -210,8 +219,6 @@ def test_table_is_sorted_by_batch_and_names_each_verdict():
 def test_a_peak_just_over_the_limit_does_not_read_as_equal_to_it():
     """H100: 1088 peaked at 71.28 GiB over a limit of 0.9 x 79.19 = 71.27 GiB; one decimal printed
     "71.28 ... over the limit (71.3 GiB)", which read as a contradiction."""
-    from harness.tools.batchsize import ProbeResult, judge
-
     probe = judge(ProbeResult(batch_size=1088, outcome="ran", peak_memory_gib=71.28, total_memory_gib=79.19), 0.9)
     assert probe.verdict == "over_fraction"
     assert probe.describe_verdict() == "over the limit (71.27 GiB)"
@@ -225,7 +232,7 @@ def test_a_peak_just_over_the_limit_does_not_read_as_equal_to_it():
     ("shape '[-1, 64]' is invalid for input of size 10", False),
 ])
 def test_oom_messages_are_recognised(message, oom):
-    assert batchsize._looks_like_oom(message) is oom
+    assert batchsize_probe._looks_like_oom(message) is oom
 
 
 # --- the probe itself (in this process, with a fake model: no GPU needed) --------------------
@@ -250,13 +257,9 @@ class _ExplodingSpec:
     (lambda torch: ValueError("bad shape"), "error"),
 ])
 def test_probe_classifies_failures(monkeypatch, tmp_path, make_exc, outcome):
-    import torch
-
-    import harness.workloads.models
-
     monkeypatch.setattr(harness.workloads.models, "get_model", lambda name: _ExplodingSpec(make_exc(torch)))
-    result = batchsize.run_probe_steps(model="tiny_bert", precision="fp32", batch_size=4, device_kind="cpu", steps=2,
-                                       store_path=tmp_path / "store")
+    result = batchsize_probe.run_probe_steps(model="tiny_bert", precision="fp32", batch_size=4, device_kind="cpu",
+                                             steps=2, store_path=tmp_path / "store")
     assert result.outcome == outcome
     assert result.batch_size == 4
     assert result.detail
@@ -264,24 +267,24 @@ def test_probe_classifies_failures(monkeypatch, tmp_path, make_exc, outcome):
 
 def _parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="harness")
-    batchsize.add_find_max_bs_parser(parser.add_subparsers(dest="command"))
+    add_find_max_bs_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(["find-max-bs", *argv])
 
 
 def test_cli_on_cpu_without_max_is_a_usage_error(capsys):
-    assert batchsize.cli_find_max_bs(_parse("--model", "tiny_bert", "--precision", "bf16", "--device", "cpu")) == 2
+    assert cli_find_max_bs(_parse("--model", "tiny_bert", "--precision", "bf16", "--device", "cpu")) == 2
     assert "pass --max N" in capsys.readouterr().err
 
 
 def test_cli_names_the_known_models_for_an_unknown_one(capsys):
-    assert batchsize.cli_find_max_bs(_parse("--model", "resnet5", "--precision", "bf16", "--device", "cpu",
+    assert cli_find_max_bs(_parse("--model", "resnet5", "--precision", "bf16", "--device", "cpu",
                                             "--max", "8")) == 2
     assert "--model resnet5: unknown; known models: resnet50" in capsys.readouterr().err
 
 
 def test_cli_rejects_a_fraction_outside_0_1(capsys):
     ns = _parse("--model", "tiny_bert", "--precision", "bf16", "--device", "cuda", "--memory-fraction", "90")
-    assert batchsize.cli_find_max_bs(ns) == 2
+    assert cli_find_max_bs(ns) == 2
     assert "a fraction in (0, 1]" in capsys.readouterr().err
 
 
@@ -292,7 +295,7 @@ def test_cli_rejects_a_fraction_outside_0_1(capsys):
 def test_cli_on_cpu_runs_real_probes_up_to_max(tmp_path, capsys):
     ns = _parse("--model", "tiny_bert", "--precision", "bf16", "--device", "cpu", "--start", "2", "--max", "4",
                 "--steps", "2", "--log-dir", str(tmp_path))
-    assert batchsize.cli_find_max_bs(ns) == 0
+    assert cli_find_max_bs(ns) == 0
     out = capsys.readouterr().out
     assert "largest batch per GPU for tiny_bert bf16 on cpu: 4 (no device memory limit on cpu: capped by --max)" in out
     results = sorted(path.name for path in Path(tmp_path).glob("probe-*.json"))
@@ -301,8 +304,8 @@ def test_cli_on_cpu_runs_real_probes_up_to_max(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_probe_process_that_dies_is_an_error_with_its_log(tmp_path):
-    probe = batchsize.subprocess_probe(model="no_such_model", precision="fp32", device_kind="cpu", log_dir=tmp_path,
-                                       steps=2, timeout_s=120)
+    probe = batchsize_probe.subprocess_probe(model="no_such_model", precision="fp32", device_kind="cpu",
+                                             log_dir=tmp_path, steps=2, timeout_s=120)
     result = probe(2)
     assert result.outcome == "error"
     assert "exited with code 1 without a result" in result.detail
@@ -313,12 +316,6 @@ def test_a_probe_process_that_dies_is_an_error_with_its_log(tmp_path):
 @pytest.mark.slow
 def test_sigterm_to_find_max_bs_stops_its_probe_process(tmp_path):
     """timeout(1) or Slurm sends SIGTERM: the probe (a session of its own) must not outlive find-max-bs."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     log_dir = tmp_path / "probes"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.Popen([sys.executable, "-m", "harness", "find-max-bs", "--model", "tiny_bert", "--precision",

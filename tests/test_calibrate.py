@@ -11,14 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools import calibrate
-from harness.tools.batchsize import JudgedProbe, ProbeResult, SearchResult
-from harness.tools.calibrate import (BatchChoice, CalibrationError, Margins, derive_bounds, measure_case, plan_from_args,
-                               round_down_significant, run_calibration, spread_warnings)
+from harness.launch.run import BenchmarkSpec
 from harness.node.hardware import GpuInfo, Hardware, HardwareError
-from harness.records import Failure, RunRecord, StepTimeStats, Versions
 from harness.profile.load import load_profile
 from harness.profile.match import select_profile
+from harness.records import Failure, RunRecord, StepTimeStats, Versions
+from harness.tools.batchsize.search import JudgedProbe, ProbeResult, SearchResult
+from harness.tools.calibrate import CalibrationError
+from harness.tools.calibrate.bounds import (BatchChoice, CaseMeasurement, Margins, derive_bounds, measure_case,
+                                            round_down_significant, spread_warnings)
+from harness.tools.calibrate.cli import cli_calibrate
+from harness.tools.calibrate.measure import run_calibration
+from harness.tools.calibrate.options import add_calibrate_parser
+from harness.tools.calibrate.plan import plan_from_args
+from harness.tools.compare import cli_compare
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,7 +43,7 @@ def gpu_node(name="NVIDIA B200", memory_gib=178.4, count=4) -> Hardware:
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="harness")
-    calibrate.add_calibrate_parser(parser.add_subparsers(dest="command"))
+    add_calibrate_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(["calibrate", *argv])
 
 
@@ -101,9 +107,7 @@ def test_round_down_keeps_three_significant_digits():
     assert round_down_significant(45.0) == 45.0
 
 
-def _case(per_count: dict[int, list[float]], *, straggler=1.01, cv=0.01) -> calibrate.CaseMeasurement:
-    from harness.launch.run import BenchmarkSpec
-
+def _case(per_count: dict[int, list[float]], *, straggler=1.01, cv=0.01) -> CaseMeasurement:
     records = {}
     for gpus, values in per_count.items():
         spec = BenchmarkSpec(model="resnet50", precision="bf16", gpus_per_node=gpus, batch_size_per_gpu=256)
@@ -358,7 +362,7 @@ def test_calibrated_cpu_profile_passes_the_acceptance_suite(tmp_path, capsys, mo
                "--gpus", "1,2", "--repeats", "2", "--batch-size", "tiny_bert=4", "--warmup", "0.5", "--measure",
                "1.5", "--throughput-margin", "0.75", "--efficiency-margin", "0.45", "--straggler-margin", "off",
                "--cv-margin", "off", "--output-dir", str(thresholds_dir), "--records-dir", str(records_dir))
-    assert calibrate.cli_calibrate(ns) == 0, capsys.readouterr().err
+    assert cli_calibrate(ns) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert f"wrote {thresholds_dir / 'cpu-calibrated.toml'} (validated)" in out
     assert "automatic selection on this node picks cpu-calibrated" in out
@@ -376,8 +380,6 @@ def test_calibrated_cpu_profile_passes_the_acceptance_suite(tmp_path, capsys, mo
 
     # The calibration's records and the acceptance run side by side.
     run_dir = next(p for p in reports_dir.iterdir() if p.is_dir() and p.name != "latest")
-    from harness.tools.compare import cli_compare
-
     assert cli_compare(records_dir, run_dir) == 0
     compared = capsys.readouterr().out
     assert "tiny_bert-bf16-weak-2gpu" in compared and "OK x2 -> PASS" in compared

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools.compare import CompareError, case_key, cli_compare, compare, format_comparison, load_run_set, summarize
+from harness.cases import CaseId
 from harness.records import Failure, RunRecord, StepTimeStats, Versions, write_record
+from harness.tools.compare import (CompareError, cli_compare, compare, format_comparison, load_run_set, record_case,
+                                   summarize)
 
 
 def make_record(model="tiny_bert", precision="bf16", gpus=1, per_gpu=100.0, *, scaling="weak", batch=4,
@@ -35,8 +37,7 @@ def write_run_dir(root: Path, records, *, verdicts=None, profile="h200") -> Path
     """A reports/<run-id>/ directory: runs/<case>.json, and session.json when verdicts are given."""
     root.mkdir(parents=True, exist_ok=True)
     for index, record in enumerate(records):
-        key = case_key(record)
-        write_record(root / "runs" / f"{key.label}-{index}.json", record)
+        write_record(root / "runs" / f"{record_case(record).key}-{index}.json", record)
     if verdicts is not None:
         results = {}
         for record in records:
@@ -67,7 +68,7 @@ def two_runs(tmp_path):
 
 def test_throughput_change_is_relative_and_efficiency_change_in_points(two_runs):
     comparison = compare(load_run_set(two_runs[0]), load_run_set(two_runs[1]))
-    rows = {row.key.label: row for row in comparison.rows}
+    rows = {row.case.key: row for row in comparison.rows}
     assert set(rows) == {"tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"}
     one, two = rows["tiny_bert-bf16-weak-1gpu"], rows["tiny_bert-bf16-weak-2gpu"]
     assert one.throughput_change == pytest.approx(-0.05)
@@ -79,8 +80,8 @@ def test_throughput_change_is_relative_and_efficiency_change_in_points(two_runs)
 
 def test_cases_on_one_side_only_are_listed(two_runs):
     comparison = compare(load_run_set(two_runs[0]), load_run_set(two_runs[1]))
-    assert [s.key.label for s in comparison.only_a] == ["resnet18-fp32-weak-1gpu"]
-    assert [s.key.label for s in comparison.only_b] == ["tiny_bert-bf16-strong-2gpu"]
+    assert [s.case.key for s in comparison.only_a] == ["resnet18-fp32-weak-1gpu"]
+    assert [s.case.key for s in comparison.only_b] == ["tiny_bert-bf16-strong-2gpu"]
     text = format_comparison(comparison)
     assert "only in A:" in text and "only in B:" in text
     assert "resnet18-fp32-weak-1gpu" in text.split("only in A:")[1].split("only in B:")[0]
@@ -88,14 +89,14 @@ def test_cases_on_one_side_only_are_listed(two_runs):
 
 def test_status_is_the_verdict_when_the_directory_has_one(two_runs):
     comparison = compare(load_run_set(two_runs[0]), load_run_set(two_runs[1]))
-    rows = {row.key.label: row for row in comparison.rows}
+    rows = {row.case.key: row for row in comparison.rows}
     assert rows["tiny_bert-bf16-weak-2gpu"].a.status == "PASS"
     assert rows["tiny_bert-bf16-weak-2gpu"].b.status == "FAIL"
 
 
 def test_status_falls_back_to_the_run_status_without_verdicts(tmp_path):
     run = write_run_dir(tmp_path / "r", [make_record(gpus=1), make_record(gpus=2, status="failed", run_id="x")])
-    summaries = {key.label: s for key, s in summarize(load_run_set(run)).items()}
+    summaries = {case.key: s for case, s in summarize(load_run_set(run)).items()}
     assert summaries["tiny_bert-bf16-weak-1gpu"].status == "OK"
     assert summaries["tiny_bert-bf16-weak-2gpu"].status == "FAILED"
     assert summaries["tiny_bert-bf16-weak-2gpu"].throughput_per_gpu is None
@@ -107,7 +108,7 @@ def test_strong_efficiency_uses_the_one_gpu_run_at_the_same_global_batch(tmp_pat
         make_record(gpus=1, per_gpu=60.0, batch=4, run_id="base4"),
         make_record(gpus=2, per_gpu=40.0, scaling="strong", batch=8, run_id="s2"),
     ])
-    summaries = {key.label: s for key, s in summarize(load_run_set(run)).items()}
+    summaries = {case.key: s for case, s in summarize(load_run_set(run)).items()}
     assert summaries["tiny_bert-bf16-strong-2gpu"].efficiency == pytest.approx(80.0 / 100.0 / 2)
 
 
@@ -198,7 +199,8 @@ def test_interconnect_topology_and_soak_results_are_left_out_not_refused(two_run
             "case": "allreduce-2gpu", "checks": [], "interconnect": {"busbw_gbps": 343.5},
             "record": {"run_id": "ar2", "telemetry": None}},
         "test_interconnect.py::test_topology": {"case": "topology", "checks": [], "topology": {}},
-        "test_soak.py::test_soak": {"case": "soak", "checks": [], "soak": {}, "record": {"run_id": "s", "telemetry": None}},
+        "test_soak.py::test_soak": {"case": "soak", "checks": [], "soak": {},
+                                    "record": {"run_id": "s", "telemetry": None}},
     })
     (after / "session.json").write_text(json.dumps(session))
     (after / "runs").rename(tmp_path / "moved-runs")  # read the records from session.json itself
@@ -236,3 +238,35 @@ def test_a_run_without_the_allreduce_test_shows_no_allreduce_section(two_runs):
     comparison = compare(load_run_set(before), load_run_set(after))
     assert comparison.allreduce == ()
     assert "all-reduce" not in format_comparison(comparison)
+
+
+def _with_case_ids(run_dir: Path, case_ids: dict[str, object]) -> None:
+    """Give the session's results the ``case_id`` the plugin writes (run_id -> dict, or something damaged)."""
+    session = json.loads((run_dir / "session.json").read_text())
+    for result in session["results"].values():
+        if result["record"]["run_id"] in case_ids:
+            result["case_id"] = case_ids[result["record"]["run_id"]]
+    (run_dir / "session.json").write_text(json.dumps(session))
+
+
+def test_the_case_is_the_case_id_the_session_recorded(two_runs):
+    """The recorded case wins over what the record's fields would say: compare never re-derives it."""
+    _, after = two_runs
+    recorded = CaseId(model="tiny_bert", precision="bf16", gpus=2, scaling="weak")
+    _with_case_ids(after, {"b2": recorded.to_dict(), "b4": CaseId(model="tiny_bert", precision="bf16", gpus=1,
+                                                                   nodes=2, scaling="strong").to_dict()})
+    run_set = load_run_set(after)
+    assert run_set.cases["b2"] == recorded
+    assert set(summarize(run_set)) == {CaseId(model="tiny_bert", precision="bf16", gpus=1), recorded,
+                                       CaseId(model="tiny_bert", precision="bf16", gpus=1, nodes=2, scaling="strong")}
+    assert "tiny_bert-bf16-strong-2x1gpu" in format_comparison(compare(load_run_set(two_runs[0]), run_set))
+
+
+def test_results_without_a_readable_case_id_take_the_case_from_their_record(two_runs):
+    """Run directories written before results carried case_id (and damaged ones) still compare."""
+    before, after = two_runs
+    _with_case_ids(after, {"b2": {"model": "tiny_bert"}, "b4": "not a case"})
+    run_set = load_run_set(after)
+    assert run_set.cases == {}
+    rows = {row.case.key: row for row in compare(load_run_set(before), run_set).rows}
+    assert set(rows) == {"tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"}

@@ -3,11 +3,13 @@
 A and B are run directories as ``make acceptance`` writes them (``reports/<run-id>/``, whose
 ``runs/*.json`` are the run records) or as ``harness calibrate`` writes them (several repeats of a
 case each), or a ``session.json`` / ``report.json`` of such a directory. Per case
-(model-precision-scaling-GPUs), both sides show per-GPU throughput with its relative change,
-scaling efficiency with its change in points, and the status (the verdict when the directory has
-one, else the run's status). Cases found on one side only are listed. When both sides ran the
-all-reduce test, its bus bandwidth at the largest message both measured is compared per GPU count
-(an NCCL or driver upgrade shows there first).
+(``harness.cases.CaseId``: each result's ``case_id`` where the session recorded one, else the run
+record's own model, precision, scaling and GPUs, as in ``runs/*.json`` and files written before
+case ids), both sides show per-GPU throughput with its relative change, scaling efficiency with its
+change in points, and the status (the verdict when the directory has one, else the run's status).
+Cases found on one side only are listed. When both sides ran the all-reduce test, its bus bandwidth
+at the largest message both measured is compared per GPU count (an NCCL or driver upgrade shows
+there first).
 
 Statistics: a case with several records (calibration repeats) shows the median of its successful
 runs. Efficiency is recomputed from the records on each side, as the verdict does: weak = per-GPU
@@ -28,8 +30,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.workloads.allreduce import size_label
+from harness.cases import CaseId
 from harness.records import RunRecord
+from harness.workloads.allreduce import size_label
 
 
 class CompareError(Exception):
@@ -50,34 +53,30 @@ class RunSet:
     allreduce_busbw_gbps: dict[tuple[int, int], float] = field(default_factory=dict)
     """(GPUs, message bytes) -> all-reduce bus bandwidth in GB/s, from session.json when the run had
     the all-reduce test."""
+    cases: dict[str, CaseId] = field(default_factory=dict)
+    """run_id -> the case as the session recorded it (each result's ``case_id``); empty for a directory
+    of run records only, and for files written before results carried a case_id."""
+
+    def case_of(self, record: RunRecord) -> CaseId:
+        """The recorded case of this run, else the one its record's fields describe."""
+        return self.cases.get(record.run_id) or record_case(record)
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class CaseKey:
-    model: str
-    precision: str
-    scaling: str
-    nodes: int
-    gpus_per_node: int
-
-    @property
-    def label(self) -> str:
-        gpus = f"{self.nodes}x{self.gpus_per_node}gpu" if self.nodes > 1 else f"{self.gpus_per_node}gpu"
-        return f"{self.model}-{self.precision}-{self.scaling}-{gpus}"
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-
-def case_key(record: RunRecord) -> CaseKey:
+def record_case(record: RunRecord) -> CaseId:
+    """The case a run record describes (model, precision, scaling, nodes x GPUs per node)."""
     nodes = max(record.nodes, 1)
-    return CaseKey(record.model, record.precision, record.scaling, nodes, record.world_size // nodes)
+    return CaseId(model=record.model, precision=record.precision, gpus=record.world_size // nodes,
+                  scaling=record.scaling, nodes=nodes)
+
+
+def _case_order(case: CaseId) -> tuple[str, str, str, int, int]:
+    """Rows by model, precision, scaling, then nodes and GPUs per node."""
+    return case.model, case.precision, case.scaling, case.nodes, case.gpus
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CaseSummary:
-    key: CaseKey
+    case: CaseId
     runs: int
     throughput_per_gpu: float | None
     """Median over the case's successful runs, samples/s per GPU; None when none succeeded."""
@@ -92,7 +91,7 @@ class CaseSummary:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Row:
-    key: CaseKey
+    case: CaseId
     a: CaseSummary
     b: CaseSummary
 
@@ -150,6 +149,17 @@ class Comparison:
 NOT_BENCHMARK_RESULTS = ("interconnect", "topology", "soak")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Summary:
+    """What a session.json or report.json holds for compare."""
+
+    records: list[RunRecord]
+    verdicts: dict[str, str]
+    profile: str | None
+    allreduce: dict[tuple[int, int], float]
+    cases: dict[str, CaseId]
+
+
 def load_run_set(path: str | Path) -> RunSet:
     """Records and verdicts of a run directory, or of its session.json / report.json."""
     path = Path(path)
@@ -157,31 +167,27 @@ def load_run_set(path: str | Path) -> RunSet:
         raise CompareError(f"{path}: no such file or directory; give a run directory such as reports/<run-id>/ "
                            "(or reports/latest)")
     if path.is_file():
-        records, verdicts, profile, allreduce = _read_summary_file(path)
-        if not records:
+        summary = _read_summary_file(path)
+        if not summary.records:
             raise CompareError(f"{path}: holds no run records (no test ran a benchmark)")
-        return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=path.name,
-                      allreduce_busbw_gbps=allreduce)
+        return RunSet(path=path, records=tuple(summary.records), verdicts=summary.verdicts, profile=summary.profile,
+                      read_from=path.name, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases)
     runs_dir = path / "runs"
     record_files = sorted(runs_dir.glob("*.json")) if runs_dir.is_dir() else []
     summary_file = next((path / name for name in ("session.json", "report.json") if (path / name).is_file()), None)
-    verdicts: dict[str, str] = {}
-    profile = None
-    summary_records: list[RunRecord] = []
-    allreduce: dict[tuple[int, int], float] = {}
-    if summary_file is not None:
-        summary_records, verdicts, profile, allreduce = _read_summary_file(summary_file)
+    summary = (_read_summary_file(summary_file) if summary_file is not None else
+               _Summary(records=[], verdicts={}, profile=None, allreduce={}, cases={}))
     if record_files:
         records = [_read_record_file(file) for file in record_files]
         read_from = "runs/*.json" + (f" + {summary_file.name}" if summary_file else "")
-    elif summary_records:
-        records = summary_records
+    elif summary.records and summary_file is not None:
+        records = summary.records
         read_from = summary_file.name
     else:
         raise CompareError(f"{path}: no run records here: expected runs/*.json, session.json or report.json "
                            f"(a run directory of `make acceptance` or `harness calibrate`){_subdir_hint(path)}")
-    return RunSet(path=path, records=tuple(records), verdicts=verdicts, profile=profile, read_from=read_from,
-                  allreduce_busbw_gbps=allreduce)
+    return RunSet(path=path, records=tuple(records), verdicts=summary.verdicts, profile=summary.profile,
+                  read_from=read_from, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases)
 
 
 def _allreduce_of(data: dict) -> dict[tuple[int, int], float]:
@@ -211,10 +217,9 @@ def _read_record_file(file: Path) -> RunRecord:
         raise CompareError(f"{file}: not a readable run record: {exc}") from None
 
 
-def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str | None,
-                                            dict[tuple[int, int], float]]:
-    """session.json (plugin summary) or report.json (pytest-json-report): records, verdicts, profile and
-    all-reduce bus bandwidths."""
+def _read_summary_file(file: Path) -> _Summary:
+    """session.json (plugin summary) or report.json (pytest-json-report): records, verdicts, profile,
+    all-reduce bus bandwidths and the recorded case of each run."""
     try:
         data = json.loads(file.read_text())
     except (OSError, ValueError) as exc:
@@ -230,7 +235,7 @@ def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str
         profile = ((data.get("harness") or {}).get("profile") or {}).get("name")
     else:
         raise CompareError(f"{file}: neither a session.json (no 'results') nor a report.json (no 'tests')")
-    records, verdicts = [], {}
+    records, verdicts, cases = [], {}, {}
     for result in results:
         if any(key in result for key in NOT_BENCHMARK_RESULTS):
             continue  # all-reduce, topology and soak results hold no benchmark run record to compare
@@ -241,7 +246,10 @@ def _read_summary_file(file: Path) -> tuple[list[RunRecord], dict[str, str], str
         records.append(record)
         checks = result.get("checks") or []
         verdicts[record.run_id] = "FAIL" if any(check.get("passed") is False for check in checks) else "PASS"
-    return records, verdicts, profile, _allreduce_of(data)
+        case = CaseId.from_dict(result.get("case_id"))  # None when absent (older files) or damaged
+        if case is not None:
+            cases[record.run_id] = case
+    return _Summary(records=records, verdicts=verdicts, profile=profile, allreduce=_allreduce_of(data), cases=cases)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,38 +277,45 @@ def _status(records: list[RunRecord], verdicts: dict[str, str]) -> str:
     return ", ".join(f"{status} x{count}" for status, count in counts.items())
 
 
-def summarize(run_set: RunSet) -> dict[CaseKey, CaseSummary]:
-    groups: dict[CaseKey, list[RunRecord]] = {}
+def summarize(run_set: RunSet) -> dict[CaseId, CaseSummary]:
+    groups: dict[CaseId, list[RunRecord]] = {}
     for record in run_set.records:
-        groups.setdefault(case_key(record), []).append(record)
+        groups.setdefault(run_set.case_of(record), []).append(record)
     summaries = {}
-    for key, records in sorted(groups.items()):
+    for case in sorted(groups, key=_case_order):
+        records = groups[case]
         ok = [r for r in records if r.ok and r.throughput_per_gpu is not None]
-        throughput = _median([r.throughput_per_gpu for r in ok])
+        throughput = _median([r.throughput_per_gpu for r in ok if r.throughput_per_gpu is not None])
         efficiency = None
-        if key.world_size > 1 and ok:
-            baseline = _baseline_records(run_set.records, ok[0])
-            if key.scaling == "weak":
-                base = _median([r.throughput_per_gpu for r in baseline if r.throughput_per_gpu])
-                efficiency = throughput / base if base else None
-            else:
-                total = _median([r.throughput_total for r in ok if r.throughput_total])
-                base = _median([r.throughput_total for r in baseline if r.throughput_total])
-                efficiency = total / base / key.world_size if base and total else None
-        summaries[key] = CaseSummary(
-            key=key, runs=len(records), throughput_per_gpu=throughput,
+        if case.world_size > 1 and ok and throughput is not None:
+            efficiency = _efficiency(case, ok, throughput, _baseline_records(run_set.records, ok[0]))
+        summaries[case] = CaseSummary(
+            case=case, runs=len(records), throughput_per_gpu=throughput,
             sample_unit=records[0].sample_unit, efficiency=efficiency,
             ci95_rel=_median([r.throughput_ci95_rel for r in ok if r.throughput_ci95_rel is not None]),
             status=_status(records, run_set.verdicts))
     return summaries
 
 
+def _efficiency(case: CaseId, ok: list[RunRecord], throughput_per_gpu: float,
+                baseline: list[RunRecord]) -> float | None:
+    """Weak: per-GPU throughput / the 1-GPU run's; strong: total throughput / the 1-GPU run's, over N.
+    None without a successful baseline."""
+    if case.scaling == "weak":
+        base = _median([r.throughput_per_gpu for r in baseline if r.throughput_per_gpu])
+        return throughput_per_gpu / base if base else None
+    total = _median([r.throughput_total for r in ok if r.throughput_total])
+    base = _median([r.throughput_total for r in baseline if r.throughput_total])
+    return total / base / case.world_size if base and total else None
+
+
 def compare(a: RunSet, b: RunSet) -> Comparison:
     summary_a, summary_b = summarize(a), summarize(b)
-    rows = tuple(Row(key=key, a=summary_a[key], b=summary_b[key]) for key in sorted(summary_a) if key in summary_b)
+    cases_a, cases_b = sorted(summary_a, key=_case_order), sorted(summary_b, key=_case_order)
+    rows = tuple(Row(case=case, a=summary_a[case], b=summary_b[case]) for case in cases_a if case in summary_b)
     return Comparison(a=a, b=b, rows=rows,
-                      only_a=tuple(summary_a[key] for key in sorted(summary_a) if key not in summary_b),
-                      only_b=tuple(summary_b[key] for key in sorted(summary_b) if key not in summary_a),
+                      only_a=tuple(summary_a[case] for case in cases_a if case not in summary_b),
+                      only_b=tuple(summary_b[case] for case in cases_b if case not in summary_a),
                       allreduce=compare_allreduce(a.allreduce_busbw_gbps, b.allreduce_busbw_gbps))
 
 
@@ -370,7 +385,7 @@ def format_comparison(comparison: Comparison) -> str:
     for row in comparison.rows:
         flag = "*" if row.beyond_noise else " "
         lines.append(
-            f"{row.key.label:34} {_number(row.a.throughput_per_gpu):>13} {_number(row.b.throughput_per_gpu):>11} "
+            f"{row.case.key:34} {_number(row.a.throughput_per_gpu):>13} {_number(row.b.throughput_per_gpu):>11} "
             f"{_signed(row.throughput_change, 100, ' %', 1):>8}{flag} "
             f"{_number(row.a.efficiency, 3):>6} {_number(row.b.efficiency, 3):>6} "
             f"{_signed(row.efficiency_change, 100, ' pt', 1):>9}  {row.a.status} -> {row.b.status}")
@@ -380,7 +395,7 @@ def format_comparison(comparison: Comparison) -> str:
         if only:
             lines.append("")
             lines.append(f"only in {side}:")
-            lines.extend(f"  {summary.key.label:34} {_number(summary.throughput_per_gpu):>13} "
+            lines.extend(f"  {summary.case.key:34} {_number(summary.throughput_per_gpu):>13} "
                          f"{summary.sample_unit}/s per GPU  {summary.status}" for summary in only)
     if comparison.allreduce:
         lines.append("")

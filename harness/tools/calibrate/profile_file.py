@@ -1,0 +1,261 @@
+"""The calibrated profile as a file: its TOML text (provenance, method, margins and warnings as comments,
+the measured medians and spreads next to every bound), validated with ``harness.profile.schema`` and
+written atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from harness.node.hardware import Hardware
+from harness.profile.bounds import Profile
+from harness.profile.load import ThresholdError, load_profile
+from harness.records import write_json_atomic
+from harness.tools.calibrate import CalibrationError
+from harness.tools.calibrate.bounds import CaseMeasurement, DerivedBounds, Margins
+from harness.tools.calibrate.plan import CalibrationPlan
+from harness.tools.calibrate.provenance import Provenance
+
+MEMORY_MATCH_TOLERANCE = 0.10
+"""The match rule accepts GPUs of the calibrated name with memory within ±10 % of this node's: it tells
+40 from 80 GB and 94 from 141 GB parts apart, and tolerates what ECC and driver versions reserve."""
+
+
+# ---------------------------------------------------------------------------------------------
+# TOML values
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def _toml_number(value: float) -> str:
+    if float(value).is_integer() and abs(value) >= 100:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _toml_count_table(table: dict[int, float]) -> str:
+    return "{ " + ", ".join(f"{count} = {_toml_number(value)}" for count, value in sorted(table.items())) + " }"
+
+
+def _toml_inline(table: Mapping[str, str | float]) -> str:
+    items = []
+    for key, value in table.items():
+        shown = _toml_string(value) if isinstance(value, str) else _toml_number(value)
+        items.append(f"{key} = {shown}")
+    return "{ " + ", ".join(items) + " }"
+
+
+def _with_comment(line: str, comment: str, column: int = 62) -> str:
+    return f"{line.ljust(column)}# {comment}" if comment else line
+
+
+def _per_count(values: Sequence[str]) -> str:
+    return " / ".join(values)
+
+
+def _health_margins_text(m: Margins) -> str:
+    straggler = f"straggler + {m.straggler:g}" if m.straggler is not None else "straggler not bounded"
+    cv = f"step CV + {m.step_time_cv:g}" if m.step_time_cv is not None else "step CV not bounded"
+    return f"{straggler}, {cv}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts of the node
+
+
+def match_rule(hw: Hardware, device: str) -> dict[str, str | float]:
+    """The [hardware] match of the detected hardware: its NVML name and memory ±10 %; {} on cpu."""
+    if device == "cpu":
+        return {}
+    memory = min(gpu.memory_total_gib for gpu in hw.gpus)
+    assert hw.gpu_name is not None  # a node with GPUs (min() above needs them) has a GPU name
+    return {"gpu_name_contains": hw.gpu_name,
+            "min_memory_gib": math.floor(memory * (1 - MEMORY_MATCH_TOLERANCE)),
+            "max_memory_gib": math.ceil(memory * (1 + MEMORY_MATCH_TOLERANCE))}
+
+
+def run_timeout_seconds(cases: Sequence[CaseMeasurement], warmup_seconds: float, measure_seconds: float) -> int:
+    """3 x the longest launch seen, and at least warmup + measure + 60 s, rounded up to 10 s."""
+    longest = max((c.launch_s_max for case in cases for c in case.counts), default=0.0)
+    floor_s = warmup_seconds + measure_seconds + 60
+    return int(math.ceil(max(3 * longest, floor_s) / 10) * 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# The text
+
+
+def render_profile(plan: CalibrationPlan, hw: Hardware, cases: Sequence[CaseMeasurement],
+                   bounds: dict[tuple[str, str], DerivedBounds], prov: Provenance, warnings: Sequence[str]) -> str:
+    """The profile's TOML text: header (provenance, method, margins, warnings), tables, per-case comments."""
+    lines = _header_lines(plan, prov, warnings)
+    lines += _hardware_lines(plan, hw, prov)
+    lines += _run_and_defaults_lines(plan, cases, prov)
+    for case in cases:
+        lines += _case_lines(plan, case, bounds[(case.model, case.precision)], prov)
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(plan: CalibrationPlan, prov: Provenance, warnings: Sequence[str]) -> list[str]:
+    """The comments at the top: the node, the software, the command, the method, the margins, the warnings."""
+    m = plan.margins
+    counts_text = "/".join(str(g) for g in plan.gpu_counts)
+    lines = [
+        f"# {plan.name}: made by `harness calibrate` on a node assumed healthy. Every bound below is",
+        "# MEASURED on that node (not published): a slower node fails, a node like it passes.",
+        "#",
+        f"# Node:       {prov.node}",
+        f"# Software:   {prov.software}",
+        f"# When:       {prov.started_at} .. {prov.finished_at} (UTC)",
+        f"# Command:    {prov.command_line}",
+        f"# Records:    {prov.records_dir}/runs/*.json (`harness compare` reads them)",
+        f"# Method:     weak scaling at {counts_text} {'GPUs' if plan.device == 'cuda' else 'CPU ranks (gloo)'}; "
+        f"{plan.repeats} repeat{'s' if plan.repeats != 1 else ''} of the whole matrix, one after the other",
+        f"#             (so slow drift hits every case alike); warmup >= {plan.warmup_seconds:g} s, measured window "
+        f"{plan.measure_seconds:g} s.",
+        "# Statistics: per case and GPU count the median of the repeats; spread = (max - min) / median;",
+        "#             efficiency = per-GPU throughput at N / at 1 GPU within a repeat, then its median.",
+        "# Bounds:     min_samples_per_sec_per_gpu = lowest median over the GPU counts x "
+        f"(1 - {m.throughput:g}), rounded down",
+        f"#             min_weak_efficiency         = median efficiency - {m.efficiency:g}, rounded down",
+        "#             max_straggler_ratio         = " + (
+            f"highest measured + {m.straggler:g}, rounded up" if m.straggler is not None
+            else "not bounded (--straggler-margin off)"),
+        "#             max_step_time_cv            = " + (
+            f"highest measured + {m.step_time_cv:g}, rounded up" if m.step_time_cv is not None
+            else "not bounded (--cv-margin off)"),
+        "#             Strong scaling is not calibrated: add strong_global_batch_size and min_strong_efficiency",
+        "#             by hand (thresholds/README.md) if the node should be held to it.",
+    ]
+    if warnings:
+        lines.append("# WARNINGS during calibration (the repeats disagreed; see docs/calibration.md):")
+        lines.extend(f"#   {warning}" for warning in warnings)
+    else:
+        lines.append("# Warnings:   none (every case's repeats agreed within the margins).")
+    return lines
+
+
+def _hardware_lines(plan: CalibrationPlan, hw: Hardware, prov: Provenance) -> list[str]:
+    """schema_version and [hardware]: name, description, device; on cuda the match rule and the peaks."""
+    lines = ["", "schema_version = 1", "", "[hardware]", f"name = {_toml_string(plan.name)}"]
+    description = plan.description or (
+        f"{prov.device_name}, {prov.memory_gib:.0f} GiB per GPU; calibrated on {', '.join(prov.hosts)} {prov.date}"
+        if plan.device == "cuda" else
+        f"CPU ranks (gloo) on {', '.join(prov.hosts)}, calibrated {prov.date}: checks the harness, not the CPU's speed")
+    lines += [f"description = {_toml_string(description)}", f"device = {_toml_string(plan.device)}"]
+    if plan.device == "cuda":
+        rule = match_rule(hw, plan.device)
+        lines.append("# The NVML name of the calibrated GPU and its memory +-10 %: edit to widen or narrow the match.")
+        lines.append(f"match = {_toml_inline(rule)}")
+        lines.append(f"peak_tflops = {_toml_inline(plan.peak_tflops)}")
+        lines.append(f"peak_tflops_source = {_toml_string(plan.peak_tflops_source or '')}")
+    return lines
+
+
+def _run_and_defaults_lines(plan: CalibrationPlan, cases: Sequence[CaseMeasurement], prov: Provenance) -> list[str]:
+    """[run] (the durations calibrated with, a timeout from the launches seen) and [defaults] (the matrix)."""
+    m = plan.margins
+    timeout = run_timeout_seconds(cases, plan.warmup_seconds, plan.measure_seconds)
+    lines = ["", "[run]",
+             f"warmup_seconds = {_toml_number(plan.warmup_seconds)}",
+             f"measure_seconds = {_toml_number(plan.measure_seconds)}",
+             _with_comment(f"timeout_seconds = {timeout}", "3 x the longest calibration launch, >= warmup + measure "
+                                                            "+ 60 s")]
+    lines += ["", "[defaults]",
+              f"gpu_counts = [{', '.join(str(g) for g in plan.gpu_counts)}]",
+              f"models = [{', '.join(_toml_string(x) for x in plan.models)}]",
+              f"precisions = [{', '.join(_toml_string(x) for x in plan.precisions)}]",
+              "source = " + _toml_string(
+                  f"measured by harness calibrate on {', '.join(prov.hosts)} {prov.date} ({prov.software}); "
+                  f"{plan.repeats} repeats; per-case bounds, margins: throughput x (1 - {m.throughput:g}), "
+                  f"efficiency - {m.efficiency:g}, {_health_margins_text(m)}")]
+    return lines
+
+
+def _measurement_comments(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds) -> list[str]:
+    """The case's measurements per GPU count, as comments above its table."""
+    unit = f"{case.sample_unit}/s per GPU"
+    lines = ["", f"# {case.model} {case.precision}, batch {case.batch.batch_size} per GPU ({case.batch.how}); "
+                 f"{unit}, {plan.repeats} repeats:"]
+    for count in case.counts:
+        runs = ", ".join(f"{t:.1f}" for t in count.throughput_per_gpu)
+        text = (f"#   {count.gpus} GPU{'s' if count.gpus > 1 else ' '}: median {count.median:.1f}, spread "
+                f"{count.spread:.1%} ({runs})")
+        if count.efficiency:
+            text += (f"; efficiency median {count.efficiency_median:.3f} "
+                     f"({', '.join(f'{e:.3f}' for e in count.efficiency)})")
+        if count.straggler_ratio_max is not None:
+            text += f"; straggler max {count.straggler_ratio_max:.3f}"
+        text += f"; step CV max {count.step_time_cv_max:.2%}"
+        if count.ci95_rel_max is not None:
+            text += f"; CI95 max +-{count.ci95_rel_max:.2%}"
+        lines.append(text)
+    lines.extend(f"#   note: {note}" for note in b.notes)
+    return lines
+
+
+def _case_lines(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds, prov: Provenance) -> list[str]:
+    """One [models.<model>.<precision>] table: the batch, each bound with how it was derived, and its source."""
+    m = plan.margins
+    counts = case.counts
+    lines = _measurement_comments(plan, case, b)
+    lowest = min(counts, key=lambda c: c.median)
+    lines.append(f"[models.{case.model}.{case.precision}]")
+    lines.append(f"batch_size_per_gpu = {case.batch.batch_size}")
+    lines.append(_with_comment(f"min_samples_per_sec_per_gpu = {_toml_number(b.min_samples_per_sec_per_gpu)}",
+                               f"{lowest.median:.1f} ({lowest.gpus} GPU{'s' if lowest.gpus > 1 else ''}) x "
+                               f"{1 - m.throughput:g}"))
+    efficiency_medians = [f"{c.efficiency_median:.3f}" for c in counts if c.efficiency_median is not None]
+    if b.min_weak_efficiency:
+        lines.append(_with_comment(f"min_weak_efficiency = {_toml_count_table(b.min_weak_efficiency)}",
+                                   f"medians {_per_count(efficiency_medians)} - {m.efficiency:g}"))
+    if b.max_straggler_ratio is not None:
+        highest = max(c.straggler_ratio_max for c in counts if c.straggler_ratio_max is not None)
+        lines.append(_with_comment(f"max_straggler_ratio = {_toml_number(b.max_straggler_ratio)}",
+                                   f"highest {highest:.3f} + {m.straggler:g}"))
+    if b.max_step_time_cv is not None:
+        highest_cv = max(c.step_time_cv_max for c in counts)
+        lines.append(_with_comment(f"max_step_time_cv = {_toml_number(b.max_step_time_cv)}",
+                                   f"highest {highest_cv:.4f} + {m.step_time_cv:g}"))
+    medians = _per_count([f"{c.median:.1f}" for c in counts])
+    spreads = _per_count([f"{c.spread:.1%}" for c in counts])
+    gpus = "/".join(str(c.gpus) for c in counts)
+    efficiency_text = ""
+    if b.min_weak_efficiency:
+        efficiency_text = "; weak efficiency medians " + _per_count(efficiency_medians)
+    lines.append("source = " + _toml_string(
+        f"measured by harness calibrate on {', '.join(prov.hosts)} {prov.date} ({prov.device_name}; "
+        f"{prov.software}): {case.sample_unit}/s per GPU medians of {plan.repeats} repeats {medians} at {gpus} GPUs "
+        f"(spread {spreads}){efficiency_text}; batch {case.batch.batch_size} ({case.batch.how}); bounds: throughput x "
+        f"(1 - {m.throughput:g}) of the lowest median, efficiency - {m.efficiency:g}, {_health_margins_text(m)}; "
+        f"records {prov.records_dir}"))
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the file
+
+
+def validate_profile_text(text: str, name: str) -> Profile:
+    """The Profile the text loads as (harness.profile.schema.load_profile), or ThresholdError."""
+    with tempfile.TemporaryDirectory(prefix="harness-calibrate-") as scratch:
+        path = Path(scratch) / f"{name}.toml"
+        path.write_text(text, encoding="utf-8")
+        return load_profile(path)
+
+
+def write_profile(text: str, path: Path, *, force: bool) -> None:
+    """Validate, then write atomically; refuse to replace an existing file unless ``force``."""
+    try:
+        validate_profile_text(text, path.stem)
+    except ThresholdError as exc:  # a bug of ours, never the user's: say so and keep the text
+        raise CalibrationError(f"the profile made from these measurements does not validate (a harness bug; please "
+                               f"report it):\n{exc}\n--- the text ---\n{text}") from None
+    if path.exists() and not force:
+        raise CalibrationError(f"{path} exists; pass --force to replace it, or choose another --name")
+    write_json_atomic(path, text)  # write-then-rename: any text, despite the name
