@@ -83,7 +83,8 @@ _CATALOG = (
     ),
     ModelInfo(
         name="tiny_bert",
-        description="2-layer BERT-style encoder (256 hidden, 4 heads, 1024 FFN, vocab 8192) + MLM head, seq 64: CPU-sized",
+        description="2-layer BERT-style encoder (256 hidden, 4 heads, 1024 FFN, vocab 8192) "
+                    "+ MLM head, seq 64: CPU-sized",
         input_kind="tokens", train_flops_per_sample=1.458 * _GIGA,
         flops_source="torch FlopCounterMode, forward x 3, seq 64", channels_last=False,
         seq_len=64, vocab_size=8192, cpu_sized=True,

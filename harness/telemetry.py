@@ -306,7 +306,11 @@ class Sampler:
                 continue
             try:
                 try:
-                    handle = nv.nvmlDeviceGetHandleByUUID(uuid) if uuid else nv.nvmlDeviceGetHandleByIndex(int(index))
+                    if uuid:
+                        handle = nv.nvmlDeviceGetHandleByUUID(uuid)
+                    else:
+                        assert index is not None  # a rank with neither was skipped above
+                        handle = nv.nvmlDeviceGetHandleByIndex(int(index))
                 except nv.NVMLError:
                     if not uuid or index is None:
                         raise

@@ -47,7 +47,7 @@ def test_a_long_timeline_is_averaged_into_bounded_points_keeping_its_shape():
     assert len(points) <= 51
     assert points[0][1] == 100.0 and points[-1][1] == 50.0
     assert points[0][0] < 200 and points[-1][0] > 9_800
-    assert all(a[0] < b[0] for a, b in zip(points, points[1:]))
+    assert all(a[0] < b[0] for a, b in zip(points, points[1:], strict=False))  # neighbours: one pair fewer than points
 
 
 def test_window_follows_the_phase_files():
@@ -109,7 +109,8 @@ def test_a_throttle_event_fails_the_throttle_check_naming_the_gpu(tmp_path):
     summary = drive(nvml, tmp_path, during=during)
     assert summary["gpus"][1]["reduced"]["clock_event_reasons"] == ["sw power cap", "hw thermal slowdown"]
     assert summary["gpus"][1]["clock_events"] == {"sw power cap": 10, "hw thermal slowdown": 4}
-    check = {c.name: c for c in telemetry_checks(summary, missing_note="n/a")}["no thermal / hardware-slowdown throttling"]
+    checks = {c.name: c for c in telemetry_checks(summary, missing_note="n/a")}
+    check = checks["no thermal / hardware-slowdown throttling"]
     assert check.passed is False
     line = check.describe("h200, resnet152 bf16, 2 GPUs")
     assert f"GPU 1 ({UUIDS[1]}): hw thermal slowdown in 4 of 10 samples" in line
@@ -118,7 +119,8 @@ def test_a_throttle_event_fails_the_throttle_check_naming_the_gpu(tmp_path):
 
 def test_power_capping_alone_is_recorded_but_is_no_fault(tmp_path):
     summary = drive(fake_nvml(2, reasons=SW_POWER_CAP), tmp_path)
-    check = {c.name: c for c in telemetry_checks(summary, missing_note="n/a")}["no thermal / hardware-slowdown throttling"]
+    checks = {c.name: c for c in telemetry_checks(summary, missing_note="n/a")}
+    check = checks["no thermal / hardware-slowdown throttling"]
     assert check.passed is True and "sw power cap" in check.note
 
 
@@ -160,7 +162,8 @@ def test_bounded_checks_name_every_gpu_that_missed(tmp_path):
         f"mean GPU utilization 71.000 % < 90.000 %: GPU 2 ({UUIDS[2]}) 71.000 %, GPU 3 ({UUIDS[3]}) 85.000 % "
         "(h200, resnet152 bf16, 4 GPUs)")
     temperature = checks["max GPU temperature"]
-    assert temperature.passed is False and temperature.measured == 91 and f"GPU 1 ({UUIDS[1]}) 91.000 °C" in temperature.note
+    assert temperature.passed is False and temperature.measured == 91
+    assert f"GPU 1 ({UUIDS[1]}) 91.000 °C" in temperature.note
     power = checks["mean power / power limit"]
     assert power.passed is False and power.measured == pytest.approx(200 / 700)
     assert f"GPU 0 ({UUIDS[0]})" in power.note and UUIDS[1] not in power.note
@@ -303,7 +306,8 @@ def test_the_verdict_uses_the_record_telemetry(tmp_path):
 
 
 def test_without_telemetry_the_checks_say_why_and_fail_nothing():
-    unavailable = full_record(model="resnet152", world_size=1, telemetry=telemetry.unavailable("a CPU run (gloo) has no GPU to sample"))
+    unavailable = full_record(model="resnet152", world_size=1,
+                              telemetry=telemetry.unavailable("a CPU run (gloo) has no GPU to sample"))
     checks = weak_scaling_checks(unavailable, None, BOUNDS, telemetry_note="fallback")
     health = [c for c in checks if c.name in ("mean GPU utilization", "no new ECC errors",
                                               "no thermal / hardware-slowdown throttling")]

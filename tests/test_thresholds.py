@@ -146,7 +146,8 @@ def test_good_profile_round_trip(tmp_path):
     assert profile.precisions == ("bf16",)
     assert profile.run == RunSettings(warmup_seconds=5, measure_seconds=10, timeout_seconds=600)
     assert set(profile.cases) == {("resnet152", "bf16"), ("vit_b_16", "fp16")}
-    assert profile.interconnect == InterconnectBounds(min_allreduce_busbw_gbps={2: 290.0, 8: 330.0}, source="measured on gpu-017")
+    assert profile.interconnect == InterconnectBounds(min_allreduce_busbw_gbps={2: 290.0, 8: 330.0},
+                                                      source="measured on gpu-017")
     assert profile.topology == TopologyBounds(nvlinks_per_gpu=18, p2p_all_pairs=True, pcie_generation=5, pcie_width=16,
                                               source="HGX H200 baseboard")
     assert profile.soak == SoakBounds(max_throughput_decay=0.03, source="harness default")
@@ -251,7 +252,8 @@ def test_missing_file(tmp_path):
 def test_not_utf8(tmp_path):
     path = tmp_path / "good.toml"
     path.write_bytes(GOOD.encode("utf-8").replace(b"NVIDIA H200", b"NVIDIA \xff"))
-    with pytest.raises(ThresholdError, match=r"good\.toml: not UTF-8 text \(bad byte at offset \d+\); TOML files must be UTF-8"):
+    with pytest.raises(ThresholdError,
+                       match=r"good\.toml: not UTF-8 text \(bad byte at offset \d+\); TOML files must be UTF-8"):
         load_profile(path)
 
 
@@ -272,19 +274,26 @@ def test_unknown_case_key_suggests_the_closest(tmp_path):
     text = edited("min_weak_efficiency = { 2 = 0.97, 4 = 0.96, 8 = 0.95 }", "min_weak_eff = { 2 = 0.97 }")
     problem = only_problem(tmp_path, text)
     assert problem.startswith(f"{tmp_path / 'good.toml'}: models.resnet152.bf16.min_weak_eff: unknown key; "
-                              "allowed keys here: batch_size_per_gpu, min_samples_per_sec_per_gpu, min_weak_efficiency, ")
+                              "allowed keys here: batch_size_per_gpu, min_samples_per_sec_per_gpu, "
+                              "min_weak_efficiency, ")
     assert problem.endswith("; did you mean min_weak_efficiency?")
 
 
 @pytest.mark.parametrize(
     ("old", "new", "key_path", "allowed_start"),
     [
-        ("schema_version = 1", "schema_version = 1\ncolour = 1", "colour", "allowed keys here: schema_version, hardware, run, "),
-        ('device = "cuda"', 'device = "cuda"\nvendor = "nvidia"', "hardware.vendor", "allowed keys here: name, description, device, "),
-        ('gpu_name_contains = "H200"', 'gpu_name = "H200"', "hardware.match.gpu_name", "allowed keys here: gpu_name_contains, "),
-        ("warmup_seconds = 5", "warmup_s = 5", "run.warmup_s", "allowed keys here: warmup_seconds, measure_seconds, timeout_seconds"),
-        ("max_temperature_c = 85", "max_temp_c = 85", "defaults.max_temp_c", "allowed keys here: gpu_counts, models, precisions, "),
-        ("source = \"HGX H200 baseboard\"", "source = \"HGX H200 baseboard\"\nnvlink = 18", "topology.nvlink", "allowed keys here: nvlinks_per_gpu, "),
+        ("schema_version = 1", "schema_version = 1\ncolour = 1",
+         "colour", "allowed keys here: schema_version, hardware, run, "),
+        ('device = "cuda"', 'device = "cuda"\nvendor = "nvidia"',
+         "hardware.vendor", "allowed keys here: name, description, device, "),
+        ('gpu_name_contains = "H200"', 'gpu_name = "H200"',
+         "hardware.match.gpu_name", "allowed keys here: gpu_name_contains, "),
+        ("warmup_seconds = 5", "warmup_s = 5",
+         "run.warmup_s", "allowed keys here: warmup_seconds, measure_seconds, timeout_seconds"),
+        ("max_temperature_c = 85", "max_temp_c = 85",
+         "defaults.max_temp_c", "allowed keys here: gpu_counts, models, precisions, "),
+        ("source = \"HGX H200 baseboard\"", "source = \"HGX H200 baseboard\"\nnvlink = 18",
+         "topology.nvlink", "allowed keys here: nvlinks_per_gpu, "),
     ],
 )
 def test_unknown_key_at_every_level(tmp_path, old, new, key_path, allowed_start):
@@ -295,11 +304,13 @@ def test_unknown_key_at_every_level(tmp_path, old, new, key_path, allowed_start)
 
 def test_unknown_peak_tflops_precision(tmp_path):
     problem = only_problem(tmp_path, edited("fp32 = 67 }", "fp32 = 67, fp8 = 1979 }"))
-    assert problem == f"{tmp_path / 'good.toml'}: hardware.peak_tflops.fp8: unknown precision; known precisions: fp32, fp16, bf16"
+    assert problem == (f"{tmp_path / 'good.toml'}: hardware.peak_tflops.fp8: unknown precision; "
+                       "known precisions: fp32, fp16, bf16")
 
 
 def test_key_in_the_wrong_section_says_where_it_belongs(tmp_path):
-    problem = only_problem(tmp_path, edited('source = "harness defaults"', 'source = "harness defaults"\nbatch_size_per_gpu = 64'))
+    text = edited('source = "harness defaults"', 'source = "harness defaults"\nbatch_size_per_gpu = 64')
+    problem = only_problem(tmp_path, text)
     assert problem.startswith(f"{tmp_path / 'good.toml'}: defaults.batch_size_per_gpu: unknown key; ")
     assert problem.endswith("; batch_size_per_gpu belongs in [models.<model>.<precision>]")
 
@@ -330,7 +341,8 @@ def test_unknown_model_in_the_default_matrix(tmp_path):
 
 def test_unknown_precision_in_the_default_matrix(tmp_path):
     problem = only_problem(tmp_path, edited('precisions = ["bf16"]', 'precisions = ["BF16"]'))
-    assert problem == f'{tmp_path / "good.toml"}: defaults.precisions[0] = "BF16": unknown precision; known precisions: fp32, fp16, bf16'
+    assert problem == (f'{tmp_path / "good.toml"}: defaults.precisions[0] = "BF16": unknown precision; '
+                       "known precisions: fp32, fp16, bf16")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,15 +353,18 @@ def test_unknown_precision_in_the_default_matrix(tmp_path):
     ("old", "new", "expected"),
     [
         ("min_samples_per_sec_per_gpu = 2000", 'min_samples_per_sec_per_gpu = "2000"',
-         'models.resnet152.bf16.min_samples_per_sec_per_gpu = "2000": expected a number, got string; remove the quotes'),
+         'models.resnet152.bf16.min_samples_per_sec_per_gpu = "2000": expected a number, got string; '
+         "remove the quotes"),
         ("min_samples_per_sec_per_gpu = 2000", 'min_samples_per_sec_per_gpu = "fast"',
          'models.resnet152.bf16.min_samples_per_sec_per_gpu = "fast": expected a number, got string'),
         ("batch_size_per_gpu = 256", "batch_size_per_gpu = 256.5",
          "models.resnet152.bf16.batch_size_per_gpu = 256.5: expected an integer, got float"),
         ("batch_size_per_gpu = 256", "batch_size_per_gpu = 256.0",
-         "models.resnet152.bf16.batch_size_per_gpu = 256.0: expected an integer, got float; write 256, without a decimal point"),
+         "models.resnet152.bf16.batch_size_per_gpu = 256.0: expected an integer, got float; "
+         "write 256, without a decimal point"),
         ("max_straggler_ratio = 1.03", "max_straggler_ratio = true",
-         "models.resnet152.bf16.max_straggler_ratio = true: expected a number, got boolean (true/false is not a number)"),
+         "models.resnet152.bf16.max_straggler_ratio = true: expected a number, got boolean "
+         "(true/false is not a number)"),
         ("p2p_all_pairs = true", 'p2p_all_pairs = "true"',
          'topology.p2p_all_pairs = "true": expected a boolean (true or false), got string; remove the quotes'),
         ("gpu_counts = [1, 2, 4, 8]", "gpu_counts = 8",
@@ -357,7 +372,8 @@ def test_unknown_precision_in_the_default_matrix(tmp_path):
         ("gpu_counts = [1, 2, 4, 8]", "gpu_counts = [1, 2.0]",
          "defaults.gpu_counts[1] = 2.0: expected an integer, got float; write 2, without a decimal point"),
         ("min_weak_efficiency = { 2 = 0.97, 4 = 0.96, 8 = 0.95 }", "min_weak_efficiency = 0.95",
-         "models.resnet152.bf16.min_weak_efficiency = 0.95: expected a table of GPU count = value, e.g. { 2 = ..., 8 = ... }, got float"),
+         "models.resnet152.bf16.min_weak_efficiency = 0.95: expected a table of GPU count = value, "
+         "e.g. { 2 = ..., 8 = ... }, got float"),
         ("max_temperature_c = 85", "max_temperature_c = nan",
          "defaults.max_temperature_c = nan: expected a finite number"),
         ('description = "NVIDIA H200 SXM 141 GB"', "description = 2024-01-01",
@@ -377,9 +393,9 @@ def test_gpu_count_key_that_is_not_an_integer(tmp_path):
 @pytest.mark.parametrize("count", [0, 1])
 def test_gpu_count_key_out_of_range(tmp_path, count):
     problem = only_problem(tmp_path, edited("{ 2 = 290, 8 = 330 }", f"{{ {count} = 290, 8 = 330 }}"))
-    assert problem == (f"{tmp_path / 'good.toml'}: interconnect.min_allreduce_busbw_gbps.{count} = 290: GPU count {count} "
-                       "is out of range; GPU-count keys here are integers >= 2 (a single GPU has nothing to scale or "
-                       "all-reduce against)")
+    assert problem == (f"{tmp_path / 'good.toml'}: interconnect.min_allreduce_busbw_gbps.{count} = 290: "
+                       f"GPU count {count} is out of range; GPU-count keys here are integers >= 2 "
+                       "(a single GPU has nothing to scale or all-reduce against)")
 
 
 def test_section_that_is_not_a_table(tmp_path):
@@ -521,7 +537,8 @@ def test_cuda_profile_without_match_table_needs_gpu_name_contains(tmp_path):
 
 def test_cuda_profile_needs_peak_tflops(tmp_path):
     problem = only_problem(tmp_path, edited("peak_tflops = { bf16 = 989, fp16 = 989, fp32 = 67 }\n", ""))
-    assert problem.startswith(f"{tmp_path / 'good.toml'}: hardware.peak_tflops: required key is missing for a cuda profile: ")
+    assert problem.startswith(f"{tmp_path / 'good.toml'}: hardware.peak_tflops: "
+                              "required key is missing for a cuda profile: ")
 
 
 def test_peak_tflops_needs_its_source(tmp_path):
@@ -563,7 +580,8 @@ def test_schema_version_other_than_1_is_the_only_problem(tmp_path):
 
 def test_schema_version_of_the_wrong_type(tmp_path):
     problem = only_problem(tmp_path, edited("schema_version = 1", 'schema_version = "1"'))
-    assert problem == f'{tmp_path / "good.toml"}: schema_version = "1": expected an integer, got string; remove the quotes'
+    assert problem == (f'{tmp_path / "good.toml"}: schema_version = "1": expected an integer, got string; '
+                       "remove the quotes")
 
 
 def test_name_must_equal_the_file_stem(tmp_path):
@@ -590,8 +608,9 @@ def test_strong_global_batch_not_divisible_names_the_counts(tmp_path):
 
 def test_strong_efficiency_needs_a_global_batch(tmp_path):
     problem = only_problem(tmp_path, edited("strong_global_batch_size = 512\n", ""))
-    assert problem == (f"{tmp_path / 'good.toml'}: models.resnet152.bf16.min_strong_efficiency = {{ 2 = 0.9, 4 = 0.8 }}: "
-                       "needs strong_global_batch_size in the same table: strong scaling fixes the global batch")
+    assert problem == (f"{tmp_path / 'good.toml'}: models.resnet152.bf16.min_strong_efficiency = "
+                       "{ 2 = 0.9, 4 = 0.8 }: needs strong_global_batch_size in the same table: "
+                       "strong scaling fixes the global batch")
 
 
 def test_timeout_must_leave_room_for_warmup_and_measurement(tmp_path):
@@ -653,7 +672,8 @@ def test_load_profiles_lists_every_bad_file(tmp_path):
     err = caught.value
     assert err.path == tmp_path
     assert err.problems[0].startswith(f'{tmp_path / "bad1.toml"}: models.resnet152.bf16.batch_size_per_gpu = 0: ')
-    assert err.problems[1] == f'{tmp_path / "bad1.toml"}: hardware.name = "good": must equal the file name without .toml ("bad1"); rename the file or change the name'
+    assert err.problems[1] == (f'{tmp_path / "bad1.toml"}: hardware.name = "good": must equal the file name '
+                               'without .toml ("bad1"); rename the file or change the name')
     assert err.problems[2].startswith(f"{tmp_path / 'bad2.toml'}: invalid TOML: ")
     assert len(err.problems) == 3
 
@@ -735,7 +755,8 @@ def test_shipped_a100_profile():
     assert resnet.strong_global_batch_size == 512 and resnet.min_strong_efficiency == {8: 0.287}
     assert profile.bounds("vit_b_16", "fp16").batch_size_per_gpu == 1024
     assert profile.bounds("vit_b_16", "bf16").min_strong_efficiency == {}  # none published
-    assert resnet.min_gpu_utilization_pct == 90 and resnet.max_straggler_ratio == 1.05 and resnet.max_step_time_cv == 0.05
+    assert resnet.min_gpu_utilization_pct == 90
+    assert resnet.max_straggler_ratio == 1.05 and resnet.max_step_time_cv == 0.05
     assert "not published" in resnet.source
     assert profile.interconnect.min_allreduce_busbw_gbps == {8: 208}  # 232 x 0.90
 

@@ -196,7 +196,8 @@ def cli_check(paths: list[str]) -> int:
         case_count = len(profile.cases)
         print(f"ok  {path}  ({case_count} case{'' if case_count == 1 else 's'})")
     if bad_files:
-        print(f"problems in {bad_files} of {len(files)} threshold files (format: thresholds/README.md)", file=sys.stderr)
+        print(f"problems in {bad_files} of {len(files)} threshold files (format: thresholds/README.md)",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -130,7 +130,8 @@ def _check_run(raw: Mapping[str, Any], checked: Mapping[str, Any], report: Probl
                    "an adaptive window lasts", raw["run"]["max_measure_seconds"])
     if "timeout_seconds" not in run:
         return
-    busy_seconds = run.get("warmup_seconds", defaults.warmup_seconds) + run.get("measure_seconds", defaults.measure_seconds)
+    busy_seconds = (run.get("warmup_seconds", defaults.warmup_seconds)
+                    + run.get("measure_seconds", defaults.measure_seconds))
     if run["timeout_seconds"] <= busy_seconds:
         report.add(("run", "timeout_seconds"), f"must exceed warmup_seconds + measure_seconds ({busy_seconds:g} s), "
                    "with room for start-up and model build", raw["run"]["timeout_seconds"])

@@ -272,21 +272,27 @@ _SOURCE_DOC = "where the numbers came from: a measurement (who, which node, when
 # 96 % written as 96 is the mistake this catches; a bound above 1 could never pass.
 _EFFICIENCY = Rule(lambda value: 0 < value <= 1, "an efficiency is a fraction in (0, 1]; use 0.96, not 96")
 _KNOWN_MODEL = Rule(lambda name: name in MODELS, "unknown model; known models: " + ", ".join(MODELS))
-_KNOWN_PRECISION = Rule(lambda name: name in PRECISIONS, "unknown precision; known precisions: " + ", ".join(PRECISIONS))
+_KNOWN_PRECISION = Rule(lambda name: name in PRECISIONS,
+                        "unknown precision; known precisions: " + ", ".join(PRECISIONS))
 
 
 HARDWARE_MATCH_FIELDS = (
-    Field(key="gpu_name_contains", kind=STRING, rule=_NOT_EMPTY, doc="case-insensitive fragment of the GPU name as NVML reports it, e.g. \"H200\""),
-    Field(key="min_memory_gib", kind=NUMBER, rule=_greater_than(0, " GiB"), doc="smallest GPU memory accepted, GiB (1024^3 bytes)"),
-    Field(key="max_memory_gib", kind=NUMBER, rule=_greater_than(0, " GiB"), doc="largest GPU memory accepted, GiB (1024^3 bytes)"),
+    Field(key="gpu_name_contains", kind=STRING, rule=_NOT_EMPTY,
+          doc="case-insensitive fragment of the GPU name as NVML reports it, e.g. \"H200\""),
+    Field(key="min_memory_gib", kind=NUMBER, rule=_greater_than(0, " GiB"),
+          doc="smallest GPU memory accepted, GiB (1024^3 bytes)"),
+    Field(key="max_memory_gib", kind=NUMBER, rule=_greater_than(0, " GiB"),
+          doc="largest GPU memory accepted, GiB (1024^3 bytes)"),
 )
 
 HARDWARE_FIELDS = (
-    Field(key="name", kind=STRING, required=True, rule=_NOT_EMPTY, doc="the profile name, equal to the file name without .toml"),
+    Field(key="name", kind=STRING, required=True, rule=_NOT_EMPTY,
+          doc="the profile name, equal to the file name without .toml"),
     Field(key="description", kind=STRING, required=True, rule=_NOT_EMPTY, doc="the hardware in words, for the report"),
     Field(key="device", kind=STRING, required=True, rule=_one_of(("cuda", "cpu")), doc="\"cuda\" or \"cpu\""),
     Field(key="match", kind=TABLE, fields=HARDWARE_MATCH_FIELDS, doc="how the harness recognises this hardware"),
-    Field(key="peak_tflops", kind=NUMBER_BY_PRECISION, rule=_greater_than(0, " TFLOP/s"), doc="precision -> dense peak TFLOP/s per GPU, for MFU"),
+    Field(key="peak_tflops", kind=NUMBER_BY_PRECISION, rule=_greater_than(0, " TFLOP/s"),
+          doc="precision -> dense peak TFLOP/s per GPU, for MFU"),
     Field(key="peak_tflops_source", kind=STRING, rule=_NOT_EMPTY, doc="where the peak_tflops figures come from"),
 )
 
@@ -294,34 +300,54 @@ RUN_FIELDS = (
     Field(key="warmup_seconds", kind=NUMBER, rule=_at_least(0, " s"), doc="untimed warmup per launch, seconds"),
     Field(key="measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="timed window per launch, seconds"),
     Field(key="timeout_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="wall-clock limit per launch, seconds"),
-    Field(key="ci_target", kind=NUMBER, rule=Rule(lambda v: 0 <= v < 1, "must be a fraction in [0, 1): 0.01 for ±1 %, not 1; 0 for a fixed window"), doc="adaptive window: stop at this relative 95 % CI half-width of throughput (0.01 = ±1 %); 0 = fixed window"),
-    Field(key="max_measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="adaptive window: the longest measured window, seconds"),
+    Field(key="ci_target", kind=NUMBER,
+          rule=Rule(lambda v: 0 <= v < 1, "must be a fraction in [0, 1): 0.01 for ±1 %, not 1; 0 for a fixed window"),
+          doc="adaptive window: stop at this relative 95 % CI half-width of throughput (0.01 = ±1 %); "
+              "0 = fixed window"),
+    Field(key="max_measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"),
+          doc="adaptive window: the longest measured window, seconds"),
 )
 
 CASE_FIELDS = (
-    Field(key="batch_size_per_gpu", kind=INTEGER, required=True, rule=_at_least(1, " (samples per GPU per step)"), doc="samples per GPU per step of the weak-scaling runs"),
-    Field(key="min_samples_per_sec_per_gpu", kind=NUMBER, rule=_greater_than(0, " (samples/s per GPU)"), doc="lowest throughput per GPU, samples/s"),
-    Field(key="min_weak_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY, inherit=True, doc="GPU count -> lowest weak-scaling efficiency, a fraction"),
-    Field(key="strong_global_batch_size", kind=INTEGER, rule=_at_least(1, " (samples per step, all GPUs)"), doc="global batch of the strong-scaling runs"),
-    Field(key="min_strong_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY, doc="GPU count -> lowest strong-scaling efficiency, a fraction"),
-    Field(key="min_gpu_utilization_pct", kind=NUMBER, rule=_between(0, 100, " (percent)"), inherit=True, doc="lowest mean GPU utilization, percent"),
-    Field(key="min_power_fraction_of_limit", kind=NUMBER, rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1] of the power limit; use 0.5, not 50"), inherit=True, doc="lowest mean power / power limit, a fraction"),
-    Field(key="max_temperature_c", kind=NUMBER, rule=Rule(lambda v: 0 < v <= 150, "must be between 0 and 150 (degrees Celsius)"), inherit=True, doc="highest GPU temperature, degrees Celsius"),
-    Field(key="max_straggler_ratio", kind=NUMBER, rule=_at_least(1, " (slowest rank / fastest rank)"), inherit=True, doc="highest slowest/fastest rank step-time ratio"),
-    Field(key="max_step_time_cv", kind=NUMBER, rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"), inherit=True, doc="highest step-time coefficient of variation, a fraction"),
+    Field(key="batch_size_per_gpu", kind=INTEGER, required=True, rule=_at_least(1, " (samples per GPU per step)"),
+          doc="samples per GPU per step of the weak-scaling runs"),
+    Field(key="min_samples_per_sec_per_gpu", kind=NUMBER, rule=_greater_than(0, " (samples/s per GPU)"),
+          doc="lowest throughput per GPU, samples/s"),
+    Field(key="min_weak_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY, inherit=True,
+          doc="GPU count -> lowest weak-scaling efficiency, a fraction"),
+    Field(key="strong_global_batch_size", kind=INTEGER, rule=_at_least(1, " (samples per step, all GPUs)"),
+          doc="global batch of the strong-scaling runs"),
+    Field(key="min_strong_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY,
+          doc="GPU count -> lowest strong-scaling efficiency, a fraction"),
+    Field(key="min_gpu_utilization_pct", kind=NUMBER, rule=_between(0, 100, " (percent)"), inherit=True,
+          doc="lowest mean GPU utilization, percent"),
+    Field(key="min_power_fraction_of_limit", kind=NUMBER,
+          rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1] of the power limit; use 0.5, not 50"),
+          inherit=True, doc="lowest mean power / power limit, a fraction"),
+    Field(key="max_temperature_c", kind=NUMBER,
+          rule=Rule(lambda v: 0 < v <= 150, "must be between 0 and 150 (degrees Celsius)"),
+          inherit=True, doc="highest GPU temperature, degrees Celsius"),
+    Field(key="max_straggler_ratio", kind=NUMBER, rule=_at_least(1, " (slowest rank / fastest rank)"), inherit=True,
+          doc="highest slowest/fastest rank step-time ratio"),
+    Field(key="max_step_time_cv", kind=NUMBER,
+          rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
+          inherit=True, doc="highest step-time coefficient of variation, a fraction"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
 DEFAULTS_FIELDS = (
-    Field(key="gpu_counts", kind=GPU_COUNT_ARRAY, required=True, rule=_at_least(1, " (GPUs)"), doc="GPU counts of the default matrix, e.g. [1, 2, 4, 8]"),
+    Field(key="gpu_counts", kind=GPU_COUNT_ARRAY, required=True, rule=_at_least(1, " (GPUs)"),
+          doc="GPU counts of the default matrix, e.g. [1, 2, 4, 8]"),
     Field(key="models", kind=STRING_ARRAY, required=True, rule=_KNOWN_MODEL, doc="models of the default matrix"),
-    Field(key="precisions", kind=STRING_ARRAY, required=True, rule=_KNOWN_PRECISION, doc="precisions of the default matrix"),
+    Field(key="precisions", kind=STRING_ARRAY, required=True, rule=_KNOWN_PRECISION,
+          doc="precisions of the default matrix"),
     *(spec for spec in CASE_FIELDS if spec.inherit),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
 INTERCONNECT_FIELDS = (
-    Field(key="min_allreduce_busbw_gbps", kind=NUMBER_BY_GPU_COUNT, required=True, rule=_greater_than(0, " GB/s"), doc="GPU count -> lowest all-reduce bus bandwidth, GB/s (10^9 bytes/s)"),
+    Field(key="min_allreduce_busbw_gbps", kind=NUMBER_BY_GPU_COUNT, required=True, rule=_greater_than(0, " GB/s"),
+          doc="GPU count -> lowest all-reduce bus bandwidth, GB/s (10^9 bytes/s)"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
@@ -334,15 +360,19 @@ TOPOLOGY_FIELDS = (
 )
 
 SOAK_FIELDS = (
-    Field(key="max_throughput_decay", kind=NUMBER, required=True, rule=Rule(lambda v: 0 < v < 1, "must be a fraction in (0, 1); use 0.03 for 3 %, not 3"), doc="largest slowdown of the last window vs the first, a fraction"),
+    Field(key="max_throughput_decay", kind=NUMBER, required=True,
+          rule=Rule(lambda v: 0 < v < 1, "must be a fraction in (0, 1); use 0.03 for 3 %, not 3"),
+          doc="largest slowdown of the last window vs the first, a fraction"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
 TOP_LEVEL_FIELDS = (
-    Field(key="schema_version", kind=INTEGER, required=True, rule=_one_of((SCHEMA_VERSION,)), doc=f"the file format version, {SCHEMA_VERSION}"),
+    Field(key="schema_version", kind=INTEGER, required=True, rule=_one_of((SCHEMA_VERSION,)),
+          doc=f"the file format version, {SCHEMA_VERSION}"),
     Field(key="hardware", kind=TABLE, required=True, fields=HARDWARE_FIELDS, doc="[hardware]: what the profile is for"),
     Field(key="run", kind=TABLE, fields=RUN_FIELDS, doc="[run]: launch durations"),
-    Field(key="defaults", kind=TABLE, required=True, fields=DEFAULTS_FIELDS, doc="[defaults]: the default matrix and bounds shared by every case"),
+    Field(key="defaults", kind=TABLE, required=True, fields=DEFAULTS_FIELDS,
+          doc="[defaults]: the default matrix and bounds shared by every case"),
     Field(key="models", kind=CASES, required=True, doc="[models.<model>.<precision>] tables, one per case"),
     Field(key="interconnect", kind=TABLE, fields=INTERCONNECT_FIELDS, doc="[interconnect]: all-reduce bounds"),
     Field(key="topology", kind=TABLE, fields=TOPOLOGY_FIELDS, doc="[topology]: expected GPU wiring"),
@@ -387,7 +417,8 @@ def _unknown(key: str, allowed: Iterable[str], *, noun: str = "key", fields: Seq
     return text
 
 
-def check_table(table: Mapping[str, Any], fields: Sequence[Field], where: KeyPath, report: ProblemReport) -> dict[str, Any]:
+def check_table(table: Mapping[str, Any], fields: Sequence[Field], where: KeyPath,
+                report: ProblemReport) -> dict[str, Any]:
     """Type- and range-check every key of ``table`` against ``fields``; the valid values, converted."""
     spec_by_key = {spec.key: spec for spec in fields}
     checked: dict[str, Any] = {}

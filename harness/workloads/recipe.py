@@ -82,7 +82,8 @@ class TrainStep:
 
     def forward_backward(self, poison: bool = False) -> torch.Tensor:
         """Forward and backward only (the straggler probe runs this under DDP's no_sync)."""
-        with torch.autocast(self.device_type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None):
+        with torch.autocast(self.device_type, dtype=self.amp_dtype or torch.float32,
+                            enabled=self.amp_dtype is not None):
             loss = self.spec.loss(self.model(self.inputs), self.targets)
         if poison:
             loss = loss * float("nan")  # fault injection (harness/workloads/faults.py): the sanity check must catch it
