@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch.run import BenchmarkSpec, run_benchmark  # noqa: E402
+from harness.launch.benchmark import run_benchmark  # noqa: E402
+from harness.launch.spec import BenchmarkSpec, LaunchSettings  # noqa: E402
 from harness.cli import summary_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,10 +54,9 @@ def main() -> int:
                 if over_budget():
                     print(f"SKIPPED (budget) {model} {precision} x{gpus}", flush=True)
                     continue
-                spec = BenchmarkSpec(model=model, precision=precision, gpus_per_node=gpus,
-                                     batch_size_per_gpu=batches.get(model, 64), device=ns.device,
-                                     warmup_seconds=ns.warmup, measure_seconds=ns.seconds,
-                                     peak_tflops=ns.peak_tflops, timeout_s=300)
+                spec = BenchmarkSpec(model=model, precision=precision, batch_size_per_gpu=batches.get(model, 64),
+                                     warmup_seconds=ns.warmup, measure_seconds=ns.seconds, peak_tflops=ns.peak_tflops,
+                                     launch=LaunchSettings(gpus_per_node=gpus, device=ns.device, timeout_s=300))
                 record = run_benchmark(spec, ns.out / "runs" / spec.case_id)
                 records.append(record)
                 with records_path.open("a") as fh:
@@ -82,10 +81,9 @@ def main() -> int:
     if ns.sync_cost and not over_budget():
         model, precision, gpus = ns.sync_cost.split(":")
         for sync_each_step in (False, True):
-            spec = BenchmarkSpec(model=model, precision=precision, gpus_per_node=int(gpus),
-                                 batch_size_per_gpu=batches.get(model, 64), device=ns.device,
-                                 warmup_seconds=ns.warmup, measure_seconds=ns.seconds, timeout_s=300,
-                                 sync_each_step=sync_each_step)
+            spec = BenchmarkSpec(model=model, precision=precision, batch_size_per_gpu=batches.get(model, 64),
+                                 warmup_seconds=ns.warmup, measure_seconds=ns.seconds, sync_each_step=sync_each_step,
+                                 launch=LaunchSettings(gpus_per_node=int(gpus), device=ns.device, timeout_s=300))
             record = run_benchmark(spec, ns.out / "runs" / f"{spec.case_id}-sync{int(sync_each_step)}")
             sync_rows.append((sync_each_step, record))
             print("sync-each-step" if sync_each_step else "no per-step sync", summary_line(record), flush=True)

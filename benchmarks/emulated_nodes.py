@@ -3,7 +3,7 @@
     python benchmarks/emulated_nodes.py --model resnet152 --precision bf16 --nodes 2 --gpus-per-node 2 \
         --batch 256 --out out/nodes
 
-Three launches through the harness launcher (harness.launch.run.supervise: the same time bounds,
+Three launches through the harness launcher (harness.launch.supervise.run_job: the same time bounds,
 process sweep and records as every test):
 
 1. 1 GPU, the weak-scaling baseline;
@@ -32,8 +32,11 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch.run import (BenchmarkSpec, Rendezvous, record_of_launch, run_benchmark,  # noqa: E402
-                            supervise, torchrun_command)
+from harness.launch.benchmark import record_of_launch, run_benchmark  # noqa: E402
+from harness.launch.command import Rendezvous, prepare_launch  # noqa: E402
+from harness.launch.spec import BenchmarkSpec, LaunchSettings  # noqa: E402
+from harness.launch.supervise import run_job  # noqa: E402
+from harness.workloads.plan import RECORD_FILE  # noqa: E402
 from harness.records import RunRecord, write_record  # noqa: E402
 
 
@@ -53,7 +56,7 @@ def free_port() -> int:
 def agents_command(spec: BenchmarkSpec, run_dir: Path, run_id: str) -> list[str]:
     """One bash command starting ``spec.nodes`` torchrun agents; it fails when any agent fails."""
     rendezvous = Rendezvous(endpoint=f"127.0.0.1:{free_port()}", run_id=run_id)
-    agent = shlex.join(torchrun_command(spec, run_dir, run_id, rendezvous))
+    agent = shlex.join(prepare_launch(spec, run_dir, run_id, rendezvous))
     lines, waits = [], []
     for node in range(spec.nodes):
         devices = (f"CUDA_VISIBLE_DEVICES={rotated_devices(node, spec.gpus_per_node, spec.nodes)} "
@@ -64,11 +67,8 @@ def agents_command(spec: BenchmarkSpec, run_dir: Path, run_id: str) -> list[str]
 
 
 def run_as_nodes(spec: BenchmarkSpec, run_dir: Path) -> RunRecord:
-    from harness.telemetry import sampler_for
-
     run_id = f"{spec.case_id}-emulated-{uuid.uuid4().hex[:8]}"
-    sampler = sampler_for(spec.device, run_dir, enabled=spec.telemetry, period_s=spec.telemetry_period_s)
-    outcome = supervise(spec, agents_command(spec, run_dir, run_id), run_dir, run_id, sampler=sampler)
+    outcome = run_job(spec.launch, agents_command(spec, run_dir, run_id), run_dir, run_id, result_file=RECORD_FILE)
     return record_of_launch(spec, run_id, run_dir, outcome)
 
 
@@ -88,10 +88,10 @@ def main() -> int:
     def spec(gpus_per_node: int, nodes: int) -> BenchmarkSpec:
         # On CPU the launcher shares the cores among one agent's ranks; the agents here share one host.
         threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // (gpus_per_node * nodes)))}
-        return BenchmarkSpec(model=ns.model, precision=ns.precision, gpus_per_node=gpus_per_node, nodes=nodes,
-                             batch_size_per_gpu=ns.batch, device=ns.device, warmup_seconds=ns.warmup,
-                             measure_seconds=ns.measure, timeout_s=600,
-                             extra_env=threads if ns.device == "cpu" else {})
+        return BenchmarkSpec(model=ns.model, precision=ns.precision, batch_size_per_gpu=ns.batch,
+                             warmup_seconds=ns.warmup, measure_seconds=ns.measure,
+                             launch=LaunchSettings(gpus_per_node=gpus_per_node, nodes=nodes, device=ns.device,
+                                                   timeout_s=600, extra_env=threads if ns.device == "cpu" else {}))
 
     world = ns.nodes * ns.gpus_per_node
     launches = {

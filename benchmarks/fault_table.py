@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch.run import BenchmarkSpec, run_benchmark, tagged_pids  # noqa: E402
+from harness.launch.benchmark import run_benchmark  # noqa: E402
+from harness.launch.cleanup import tagged_pids  # noqa: E402
+from harness.launch.spec import BenchmarkSpec, LaunchSettings  # noqa: E402
 
 FAULTS = {
     "kill": "kind=kill,rank=1,phase=measure,step=3",
@@ -46,9 +48,10 @@ def main() -> int:
     rows = []
 
     def launch(name: str, batch: int, env: dict[str, str]) -> None:
-        spec = BenchmarkSpec(model=ns.model, precision=ns.precision, gpus_per_node=2, batch_size_per_gpu=batch,
-                             device=ns.device, warmup_seconds=1, measure_seconds=3, min_warmup_steps=5,
-                             timeout_s=300, stall_floor_s=ns.stall_floor, extra_env=env)
+        spec = BenchmarkSpec(model=ns.model, precision=ns.precision, batch_size_per_gpu=batch, warmup_seconds=1,
+                             measure_seconds=3, min_warmup_steps=5,
+                             launch=LaunchSettings(gpus_per_node=2, device=ns.device, timeout_s=300,
+                                                   stall_floor_s=ns.stall_floor, extra_env=env))
         started = time.time()
         record = run_benchmark(spec, ns.out / name)
         left = tagged_pids(record.run_id)

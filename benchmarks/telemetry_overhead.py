@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch.run import BenchmarkSpec, run_benchmark  # noqa: E402
+from harness.launch.benchmark import run_benchmark  # noqa: E402
+from harness.launch.spec import BenchmarkSpec, LaunchSettings  # noqa: E402
 
 REQUIRED_MAX_COST = 0.005
 
@@ -48,10 +49,10 @@ def main() -> int:
     throughput: dict[bool, list[float]] = {True: [], False: []}
     with open(ns.out / "records.jsonl", "w") as records:
         for index, sampler_on in enumerate(abba(ns.pairs)):
-            spec = BenchmarkSpec(model=ns.model, precision=ns.precision, gpus_per_node=ns.gpus,
-                                 batch_size_per_gpu=ns.batch, device=ns.device, warmup_seconds=ns.warmup,
-                                 measure_seconds=ns.seconds, timeout_s=600, telemetry=sampler_on,
-                                 telemetry_period_s=ns.period)
+            spec = BenchmarkSpec(model=ns.model, precision=ns.precision, batch_size_per_gpu=ns.batch,
+                                 warmup_seconds=ns.warmup, measure_seconds=ns.seconds,
+                                 launch=LaunchSettings(gpus_per_node=ns.gpus, device=ns.device, timeout_s=600,
+                                                       telemetry=sampler_on, telemetry_period_s=ns.period))
             record = run_benchmark(spec, ns.out / f"launch{index}-{'on' if sampler_on else 'off'}")
             records.write(json.dumps(record.to_dict()) + "\n")
             records.flush()

@@ -47,7 +47,8 @@ def _add_run(sub) -> None:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from harness.launch.run import BenchmarkSpec, run_benchmark
+    from harness.launch.benchmark import run_benchmark
+    from harness.launch.spec import BenchmarkSpec, LaunchSettings
 
     device = ns.device or ("cuda" if _gpu_present() else "cpu")
     if ns.scaling == "weak" and ns.batch_size is None:
@@ -56,12 +57,13 @@ def cmd_run(ns: argparse.Namespace) -> int:
         raise UsageError("strong scaling needs --global-batch-size")
     try:
         spec = BenchmarkSpec(
-            model=ns.model, precision=ns.precision, gpus_per_node=ns.gpus, scaling=ns.scaling,
+            model=ns.model, precision=ns.precision, scaling=ns.scaling,
             batch_size_per_gpu=ns.batch_size if ns.scaling == "weak" else None,
             global_batch_size=ns.global_batch_size if ns.scaling == "strong" else None,
-            device=device, warmup_seconds=ns.warmup, measure_seconds=ns.duration, compile=ns.compile,
-            peak_tflops=ns.peak_tflops, sync_each_step=ns.sync_each_step, timeout_s=ns.timeout,
+            warmup_seconds=ns.warmup, measure_seconds=ns.duration, compile=ns.compile,
+            peak_tflops=ns.peak_tflops, sync_each_step=ns.sync_each_step,
             ci_target=ns.ci_target, max_measure_seconds=ns.max_duration,
+            launch=LaunchSettings(gpus_per_node=ns.gpus, device=device, timeout_s=ns.timeout),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -178,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
-    from harness.launch.run import stop_on_sigterm
+    from harness.launch.supervise import stop_on_sigterm
 
     # find-max-bs probes and benchmark launches run in sessions of their own: SIGTERM must reach them.
     stop_on_sigterm()

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from harness.node.nvml import METRICS, Metric, decode_clock_event_reasons, installed_pynvml, is_unsupported, nvml_text
+from harness.rank import read_phases
 
 TELEMETRY_ENV = "HARNESS_TELEMETRY"
 """Set to 0 / off / false to launch without the sampler (to measure what it costs)."""
@@ -292,8 +293,6 @@ class Sampler:
             self._poll_seconds += time.perf_counter() - started
 
     def _local_phases(self) -> dict[int, dict]:
-        from harness.launch.run import read_phases
-
         return {rank: info for rank, info in read_phases(self.run_dir).items()
                 if info.get("host") in (None, self.host)}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ import pytest
 # plugin imports these (and torch through them) lazily inside those runs.
 import harness.node.hardware  # noqa: F401
 import harness.checks.verdict  # noqa: F401
-from harness.launch.run import BenchmarkSpec, tagged_pids
+from harness.launch.cleanup import tagged_pids
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
+
+LAUNCH_FIELDS = {f.name for f in dataclasses.fields(LaunchSettings)}
 
 # Short enough that one launch takes seconds on a 2-core host, long enough to reach every phase.
 FAST_RUN = {
@@ -29,13 +33,15 @@ FAST_RUN = {
 
 @pytest.fixture(scope="session")
 def fast_spec():
-    """Factory: ``fast_spec(gpus_per_node=2, extra_env={...})`` -> a short CPU BenchmarkSpec."""
+    """Factory: ``fast_spec(gpus_per_node=2, extra_env={...})`` -> a short CPU BenchmarkSpec (the launch
+    settings among the fields go to its LaunchSettings)."""
 
     def make(**overrides) -> BenchmarkSpec:
         fields = {**FAST_RUN, "gpus_per_node": 1, **overrides}
         if fields.get("scaling") == "strong":
             fields.pop("batch_size_per_gpu", None)
-        return BenchmarkSpec(**fields)
+        launch = LaunchSettings(**{k: fields.pop(k) for k in list(fields) if k in LAUNCH_FIELDS})
+        return BenchmarkSpec(**fields, launch=launch)
 
     return make
 

@@ -22,10 +22,11 @@ def test_each_emulated_node_sees_every_gpu_its_own_first():
 
 
 def test_the_agents_command_starts_one_torchrun_per_node_and_fails_if_any_fails(tmp_path):
-    from harness.launch.run import BenchmarkSpec
+    from harness.launch.spec import BenchmarkSpec, LaunchSettings
 
     nodes = _load("emulated_nodes")
-    spec = BenchmarkSpec(model="tiny_bert", precision="fp32", gpus_per_node=2, nodes=2, batch_size_per_gpu=4)
+    spec = BenchmarkSpec(model="tiny_bert", precision="fp32", batch_size_per_gpu=4,
+                         launch=LaunchSettings(gpus_per_node=2, nodes=2))
     command = nodes.agents_command(spec, tmp_path, "rid")
     script = command[-1]
     assert command[:2] == ["bash", "-c"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch.run import BenchmarkSpec
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.node.hardware import GpuInfo, Hardware, HardwareError
 from harness.profile.load import load_profile
 from harness.profile.match import select_profile
@@ -110,7 +110,8 @@ def test_round_down_keeps_three_significant_digits():
 def _case(per_count: dict[int, list[float]], *, straggler=1.01, cv=0.01) -> CaseMeasurement:
     records = {}
     for gpus, values in per_count.items():
-        spec = BenchmarkSpec(model="resnet50", precision="bf16", gpus_per_node=gpus, batch_size_per_gpu=256)
+        spec = BenchmarkSpec(model="resnet50", precision="bf16", batch_size_per_gpu=256,
+                             launch=LaunchSettings(gpus_per_node=gpus))
         records[gpus] = [make_record(spec, f"r{i}", v, straggler=straggler, cv=cv) for i, v in enumerate(values)]
     return measure_case("resnet50", "bf16", BatchChoice(batch_size=256, how="given"), records)
 

@@ -11,7 +11,7 @@ import pytest
 
 from harness.workloads import compilecache
 from harness.records import RunRecord, Versions
-from harness.workloads.ddp import build_record
+from harness.workloads.ddp_record import build_record
 
 from tests.test_worker_units import _args, _gathered  # noqa: F401 - the worker's raw per-rank facts
 

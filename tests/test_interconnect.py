@@ -12,27 +12,17 @@ import pynvml
 import pytest
 import torch
 
-from harness.workloads import allreduce as interconnect
+from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
+from harness.launch.allreduce import AllReduceRun, run_allreduce
+from harness.launch.command import prepare_launch
+from harness.launch.spec import AllReduceSpec, LaunchSettings
 from harness.node.hardware import GpuInfo
-from harness.workloads.allreduce import (
-    GIB,
-    MIB,
-    AllReduceRun,
-    AllReduceSpec,
-    allreduce_checks,
-    bus_bandwidth_gbps,
-    check_allreduce,
-    default_max_bytes,
-    expected_sum,
-    fill_pattern,
-    iterations_for,
-    message_sizes,
-    pattern_values,
-    pcie_under_load,
-    read_topology,
-    topology_checks,
-)
+from harness.node.topology import read_topology
 from harness.profile.bounds import InterconnectBounds, TopologyBounds
+from harness.workloads import allreduce as interconnect
+from harness.workloads.allreduce import check_allreduce, expected_sum, fill_pattern, pattern_values
+from harness.workloads.busbw import GIB, MIB, bus_bandwidth_gbps, default_max_bytes, iterations_for, message_sizes
+from harness.workloads.plan import AllReducePlan, read_plan
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.profiles import cpu_test_profile
 from support.sampling import drive
@@ -144,15 +134,16 @@ def test_iterations_aim_at_the_target_time_within_limits():
 
 
 def test_spec_is_validated_and_the_command_runs_our_module(tmp_path):
-    spec = AllReduceSpec(gpus_per_node=4)
-    command = interconnect.interconnect_command(spec, tmp_path, "rid")
+    spec = AllReduceSpec(launch=LaunchSettings(gpus_per_node=4))
+    command = prepare_launch(spec, tmp_path, "rid")
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--nproc-per-node=4" in command and command[command.index("-m", 3) + 1] == "harness.workloads.allreduce"
-    assert command[command.index("--max-bytes") + 1] == str(8 * GIB)
+    assert command[-2:] == ["--plan", str(tmp_path / "plan.json")]
+    assert read_plan(tmp_path / "plan.json", AllReducePlan).max_bytes == 8 * GIB
     with pytest.raises(ValueError, match="device"):
-        AllReduceSpec(gpus_per_node=2, device="tpu")
+        AllReduceSpec(launch=LaunchSettings(gpus_per_node=2, device="tpu"))
     with pytest.raises(ValueError, match="min_bytes <= max_bytes"):
-        AllReduceSpec(gpus_per_node=2, min_bytes=GIB, max_bytes=MIB)
+        AllReduceSpec(min_bytes=GIB, max_bytes=MIB, launch=LaunchSettings(gpus_per_node=2))
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -299,7 +290,7 @@ def interconnect_suite(pytester, monkeypatch, tmp_path):
 
     def run(busbw: float, bound: float | None, *args):
         sweep = FakeSweep(busbw)
-        monkeypatch.setattr("harness.workloads.allreduce.run_allreduce", sweep)
+        monkeypatch.setattr("harness.launch.allreduce.run_allreduce", sweep)
         profile = PROFILE.format(bound=bound)
         if bound is None:
             profile = profile[:profile.index("[interconnect]")]
@@ -344,9 +335,9 @@ def test_a_profile_without_an_interconnect_section_runs_no_sweep(interconnect_su
 
 @pytest.mark.slow
 def test_a_real_gloo_sweep_measures_checks_and_cleans_up(tmp_path, assert_no_process_left):
-    spec = AllReduceSpec(gpus_per_node=2, device="cpu", min_bytes=64 * 1024, max_bytes=1 * MIB, factor=4,
-                         target_seconds=0.05, timeout_s=120)
-    run = interconnect.run_allreduce(spec, tmp_path / "run", run_id="allreduce-gloo-test")
+    spec = AllReduceSpec(min_bytes=64 * 1024, max_bytes=1 * MIB, factor=4, target_seconds=0.05,
+                         launch=LaunchSettings(gpus_per_node=2, device="cpu", timeout_s=120))
+    run = run_allreduce(spec, tmp_path / "run", run_id="allreduce-gloo-test")
     assert_no_process_left("allreduce-gloo-test")
     assert run.status == "ok", run.failure
     assert [r["size_bytes"] for r in run.rows] == [64 * 1024, 256 * 1024, MIB]

@@ -7,6 +7,7 @@ that no process of the launch survives it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -18,83 +19,100 @@ import pytest
 
 from harness.workloads import faults
 from harness.workloads.faults import Fault, parse_fault
-from harness.launch.run import (
-    RUN_ID_ENV,
-    BenchmarkSpec,
-    Rendezvous,
-    Stall,
-    failure_record,
-    kill_run,
-    launch_env,
-    run_benchmark,
-    tagged_pids,
-    torchrun_command,
-)
+from harness.launch.benchmark import failure_record, run_benchmark
+from harness.launch.cleanup import RUN_ID_ENV, kill_run, tagged_pids
+from harness.launch.command import Rendezvous, launch_env, prepare_launch
+from harness.launch.failure import explain_failure
+from harness.launch.spec import BenchmarkSpec, LaunchSettings, default_max_measure_seconds
+from harness.launch.stall import Stall
 from harness.records import read_record
+from harness.workloads.plan import BenchmarkPlan, CasePlan, read_plan
+
+LAUNCH_FIELDS = {f.name for f in dataclasses.fields(LaunchSettings)}
 
 
 def _spec(**overrides) -> BenchmarkSpec:
-    fields = {"model": "tiny_bert", "precision": "fp32", "gpus_per_node": 2, "batch_size_per_gpu": 4,
-              "device": "cpu"}
-    return BenchmarkSpec(**{**fields, **overrides})
+    """A short CPU spec; the launch settings among ``overrides`` go to its LaunchSettings."""
+    launch = {"gpus_per_node": 2, "device": "cpu",
+              **{k: overrides.pop(k) for k in list(overrides) if k in LAUNCH_FIELDS}}
+    fields = {"model": "tiny_bert", "precision": "fp32", "batch_size_per_gpu": 4}
+    return BenchmarkSpec(**{**fields, **overrides}, launch=LaunchSettings(**launch))
 
 
 # --- torchrun command --------------------------------------------------------------------------
 
 
-def _option(command: list[str], name: str) -> str:
-    """The value following ``name`` in an argv list."""
-    return command[command.index(name) + 1]
+def _planned_case(command: list[str]) -> CasePlan:
+    """The one case of the plan a command runs (``--plan PATH`` at its end)."""
+    assert command[-2] == "--plan"
+    plan = read_plan(Path(command[-1]), BenchmarkPlan)
+    assert len(plan.cases) == 1
+    return plan.cases[0]
 
 
 def test_standalone_command(tmp_path):
-    command = torchrun_command(_spec(), tmp_path, "rid-1")
+    command = prepare_launch(_spec(), tmp_path, "rid-1")
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--standalone" in command
     assert "--nproc-per-node=2" in command
     worker = command.index("harness.workloads.ddp")
     assert command[worker - 1] == "-m"
-    # torchrun's own options come before the module, the worker's after it.
+    # torchrun's own options come before the module, the worker's plan after it.
     assert command.index("--nproc-per-node=2") < worker
-    assert _option(command, "--batch-size-per-gpu") == "4"
-    assert _option(command, "--global-batch-size") == "8"
-    assert _option(command, "--device") == "cpu"
-    assert _option(command, "--run-dir") == str(tmp_path)
-    assert _option(command, "--run-id") == "rid-1"
+    assert command[worker + 1:] == ["--plan", str(tmp_path / "plan.json")]
+    case = _planned_case(command)
+    assert (case.batch_size_per_gpu, case.global_batch_size, case.device) == (4, 8, "cpu")
+    assert (case.run_dir, case.run_id) == (tmp_path, "rid-1")
     assert not any(arg.startswith("--rdzv") for arg in command)
 
 
 def test_strong_scaling_command_passes_the_per_gpu_share(tmp_path):
-    command = torchrun_command(_spec(scaling="strong", batch_size_per_gpu=None, global_batch_size=16), tmp_path, "r")
-    assert _option(command, "--batch-size-per-gpu") == "8"
-    assert _option(command, "--global-batch-size") == "16"
-    assert _option(command, "--scaling") == "strong"
+    case = _planned_case(prepare_launch(_spec(scaling="strong", batch_size_per_gpu=None, global_batch_size=16),
+                                        tmp_path, "r"))
+    assert (case.batch_size_per_gpu, case.global_batch_size, case.scaling) == (8, 16, "strong")
 
 
 def test_rendezvous_command(tmp_path):
     spec = _spec(nodes=2, gpus_per_node=8)
-    command = torchrun_command(spec, tmp_path, "rid-2", Rendezvous(endpoint="node1:29400", run_id="job-42"))
+    command = prepare_launch(spec, tmp_path, "rid-2", Rendezvous(endpoint="node1:29400", run_id="job-42"))
     assert "--standalone" not in command
     assert "--rdzv-backend=c10d" in command
     assert "--rdzv-endpoint=node1:29400" in command
     assert "--rdzv-id=job-42" in command
     assert "--nnodes=2" in command
     assert "--nproc-per-node=8" in command
-    assert _option(command, "--global-batch-size") == str(4 * 16)
+    assert _planned_case(command).global_batch_size == 4 * 16
 
 
 def test_optional_flags_only_when_asked(tmp_path):
-    plain = torchrun_command(_spec(), tmp_path, "r")
-    assert "--compile" not in plain and "--peak-tflops" not in plain and "--sync-each-step" not in plain
-    flagged = torchrun_command(_spec(compile=True, peak_tflops=989.0, sync_each_step=True), tmp_path, "r")
-    assert "--compile" in flagged and "--sync-each-step" in flagged
-    assert _option(flagged, "--peak-tflops") == "989.0"
+    plain = _planned_case(prepare_launch(_spec(), tmp_path / "plain", "r"))
+    assert (plain.compile, plain.peak_tflops, plain.sync_each_step) == (False, None, False)
+    flagged = _planned_case(prepare_launch(_spec(compile=True, peak_tflops=989.0, sync_each_step=True),
+                                           tmp_path / "flagged", "r"))
+    assert (flagged.compile, flagged.peak_tflops, flagged.sync_each_step) == (True, 989.0, True)
+
+
+def test_the_plan_holds_every_default_resolved(tmp_path):
+    case = _planned_case(prepare_launch(_spec(warmup_seconds=2.0, measure_seconds=3.0), tmp_path, "r"))
+    assert (case.warmup_seconds, case.max_warmup_seconds, case.measure_seconds) == (2.0, 2 * 2.0 + 5, 3.0)
+    assert (case.warmup_block_steps, case.compute_probe_steps, case.min_warmup_steps, case.min_measure_steps) == (
+        5, 10, 10, 20)
+
+
+def test_a_worker_refuses_anything_but_a_plan(tmp_path):
+    from harness.workloads.plan import plan_argument
+
+    with pytest.raises(SystemExit, match="usage: python -m harness.workloads.ddp --plan PLAN.json"):
+        plan_argument(["--model", "tiny_bert"], "harness.workloads.ddp")
+    (tmp_path / "plan.json").write_text('{"kind": "SoakPlan"}')
+    with pytest.raises(SystemExit, match="not a readable BenchmarkPlan"):
+        read_plan(tmp_path / "plan.json", BenchmarkPlan)
 
 
 def test_launch_env_tags_the_run_and_pins_cpu(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    env = launch_env(_spec(extra_env={"HARNESS_FAULT": "kind=nan"}), "rid-3")
+    env = launch_env(_spec(extra_env={"HARNESS_FAULT": "kind=nan"}).launch, "rid-3")
     assert env[RUN_ID_ENV] == "rid-3"
     assert env["HARNESS_FAULT"] == "kind=nan"
     assert env["CUDA_VISIBLE_DEVICES"] == ""
@@ -137,6 +155,8 @@ def test_indivisible_global_batch_is_rejected():
     ("gpus_per_node", 0, "gpus_per_node must be >= 1, got 0"),
     ("measure_seconds", 0.0, "measure_seconds must be > 0 seconds"),
     ("timeout_s", -1.0, "timeout_s must be > 0 seconds"),
+    ("stall_factor", 0.0, "stall_factor must be > 0, got 0.0"),
+    ("min_measure_steps", 0, "min_measure_steps must be >= 1, got 0"),
 ])
 def test_bad_spec_field_names_itself(field, value, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -172,8 +192,10 @@ Root Cause (first observed failure):
 def _failure_from_log(tmp_path: Path, log: str, phases: dict[int, dict], **kwargs):
     (tmp_path / "torchrun.log").write_text(log)
     stall = Stall(reason="rank 0 showed no progress") if kwargs.pop("timed_out", False) else None
-    return failure_record(_spec(gpus_per_node=4), "rid-f", tmp_path, returncode=kwargs.pop("returncode", 1),
-                          stall=stall, elapsed_s=12.0, phases=phases, **kwargs)
+    status, failure = explain_failure(tmp_path, returncode=kwargs.pop("returncode", 1), stall=stall, elapsed_s=12.0,
+                                      phases=phases)
+    return failure_record(_spec(gpus_per_node=4), "rid-f", status=status, failure=failure, elapsed_s=12.0,
+                          phases=phases)
 
 
 def test_root_cause_block_names_the_killed_rank(tmp_path):
@@ -437,7 +459,7 @@ def test_crash_and_oom_faults_raise():
 
 
 def test_cases_of_one_launch_must_share_its_shape(tmp_path):
-    from harness.launch.run import run_benchmark_group
+    from harness.launch.group import run_benchmark_group
 
     specs = [_spec(), _spec(gpus_per_node=1)]
     with pytest.raises(ValueError, match="the cases of one launch must share gpus_per_node"):
@@ -448,11 +470,11 @@ def test_cases_of_one_launch_must_share_its_shape(tmp_path):
 
 
 def test_the_worker_gets_the_adaptive_window_only_when_asked(tmp_path):
-    fixed = torchrun_command(_spec(), tmp_path, "r")
-    assert "--ci-target" not in fixed and "--max-measure-seconds" not in fixed
-    adaptive = torchrun_command(_spec(ci_target=0.01, max_measure_seconds=12, measure_seconds=2), tmp_path, "r")
-    at = adaptive.index("--ci-target")
-    assert adaptive[at + 1] == "0.01" and adaptive[adaptive.index("--max-measure-seconds") + 1] == "12"
+    fixed = _planned_case(prepare_launch(_spec(), tmp_path / "fixed", "r"))
+    assert fixed.ci_target == 0 and fixed.max_measure_seconds == default_max_measure_seconds(fixed.measure_seconds)
+    adaptive = _planned_case(prepare_launch(_spec(ci_target=0.01, max_measure_seconds=12, measure_seconds=2),
+                                            tmp_path / "adaptive", "r"))
+    assert adaptive.ci_target == 0.01 and adaptive.max_measure_seconds == 12
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -465,7 +487,7 @@ def test_adaptive_window_fields_are_checked(overrides, message):
 
 
 def test_each_case_gets_its_sampler_when_it_begins(tmp_path):
-    from harness.launch.run import CaseSamplers
+    from harness.launch.group import CaseSamplers
 
     started = []
 
@@ -483,7 +505,7 @@ def test_each_case_gets_its_sampler_when_it_begins(tmp_path):
     dirs = [tmp_path / "case0", tmp_path / "case1"]
     for directory in dirs:
         directory.mkdir()
-    samplers = CaseSamplers(dirs, _spec(), factory=FakeSampler)
+    samplers = CaseSamplers(dirs, _spec().launch, factory=FakeSampler)
     samplers.poll()
     assert started == []  # no case has begun
     (dirs[0] / "rank0.phase").write_text("{}")

@@ -22,7 +22,7 @@ def test_weak_scaling(harness, weak_case):
 
 
 class FakeLauncher:
-    """Stands in for harness.launch.run.run_benchmark: a record per call, per-GPU throughput 100/s."""
+    """Stands in for harness.launch.benchmark.run_benchmark: a record per call, per-GPU throughput 100/s."""
 
     def __init__(self, per_gpu=100.0):
         self.per_gpu = per_gpu
@@ -31,7 +31,7 @@ class FakeLauncher:
         self.specs = []
 
     def group(self, specs, run_dirs, run_ids, launch_dir):
-        """Stands in for harness.launch.run.run_benchmark_group: one record per spec, the launch remembered."""
+        """Stands in for harness.launch.group.run_benchmark_group: one record per spec, the launch remembered."""
         self.groups.append([spec.case_id for spec in specs])
         return [self(spec, run_dir, run_id=run_id) for spec, run_dir, run_id in zip(specs, run_dirs, run_ids)]
 
@@ -53,8 +53,8 @@ class FakeLauncher:
 def suite(pytester, monkeypatch, tmp_path):
     """An acceptance session in a temporary directory: returns (run, launcher, thresholds_dir)."""
     launcher = FakeLauncher()
-    monkeypatch.setattr("harness.launch.run.run_benchmark", launcher)
-    monkeypatch.setattr("harness.launch.run.run_benchmark_group", launcher.group)
+    monkeypatch.setattr("harness.launch.benchmark.run_benchmark", launcher)
+    monkeypatch.setattr("harness.launch.group.run_benchmark_group", launcher.group)
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()
     (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50))
@@ -164,7 +164,7 @@ def test_plugin_is_inert_outside_acceptance_sessions(pytester):
 def test_a_conftest_can_declare_the_acceptance_session(pytester, monkeypatch, tmp_path):
     """Without the ini (pytest chose a rootdir above acceptance/), acceptance/conftest.py still arms it."""
     launcher = FakeLauncher()
-    monkeypatch.setattr("harness.launch.run.run_benchmark", launcher)
+    monkeypatch.setattr("harness.launch.benchmark.run_benchmark", launcher)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()
@@ -276,7 +276,7 @@ def test_compile_asks_for_torch_compile_with_caches_kept_beside_the_reports(suit
     spec = launcher.specs[-1]
     assert spec.compile is True
     cache = pytester.path / "reports" / ".compile-cache"
-    assert spec.extra_env["TORCHINDUCTOR_CACHE_DIR"] == str(cache / "inductor")
-    assert spec.extra_env["TRITON_CACHE_DIR"] == str(cache / "triton")
+    assert spec.launch.extra_env["TORCHINDUCTOR_CACHE_DIR"] == str(cache / "inductor")
+    assert spec.launch.extra_env["TRITON_CACHE_DIR"] == str(cache / "triton")
     run("--gpus", "1").assert_outcomes(passed=1)
-    assert launcher.specs[-1].compile is False and launcher.specs[-1].extra_env == {}
+    assert launcher.specs[-1].compile is False and launcher.specs[-1].launch.extra_env == {}

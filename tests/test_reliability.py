@@ -13,11 +13,15 @@ import pytest
 
 from harness.node.hardware import GpuInfo
 from harness.node.processes import busy_gpu_message, gpu_processes
-from harness.launch.run import BenchmarkSpec, Stall, find_stall, tagged_pids
+from harness.launch.cleanup import tagged_pids
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
+from harness.launch.stall import find_stall
 from support.fake_nvml import FakeNvml, fake_nvml
 
-SPEC = BenchmarkSpec(model="tiny_bert", precision="bf16", gpus_per_node=2, batch_size_per_gpu=4, device="cpu",
-                     stall_factor=3.0, stall_floor_s=10.0, setup_timeout_s=100.0)
+SPEC = BenchmarkSpec(model="tiny_bert", precision="bf16", batch_size_per_gpu=4,
+                     launch=LaunchSettings(gpus_per_node=2, device="cpu", stall_factor=3.0, stall_floor_s=10.0,
+                                           setup_timeout_s=100.0))
+LAUNCH = SPEC.launch
 
 
 def phase(name, since, expected=None, rank=0, pid=None):
@@ -27,24 +31,24 @@ def phase(name, since, expected=None, rank=0, pid=None):
 
 def test_no_stall_while_every_rank_is_within_its_bound():
     phases = {0: phase("measure", 100.0, expected=5.0), 1: phase("measure", 100.0, expected=5.0, rank=1)}
-    assert find_stall(SPEC, phases, started=0.0, now=124.0) is None  # bound 3 x 5 + 10 = 25 s
+    assert find_stall(LAUNCH, phases, started=0.0, now=124.0) is None  # bound 3 x 5 + 10 = 25 s
 
 
 def test_a_rank_silent_past_factor_times_expected_plus_floor_is_hung():
     phases = {0: phase("measure", 100.0, expected=5.0), 1: phase("measure", 100.0, expected=5.0, rank=1)}
-    stall = find_stall(SPEC, phases, started=0.0, now=126.0)
+    stall = find_stall(LAUNCH, phases, started=0.0, now=126.0)
     assert stall.phase == "measure"
     assert "rank 0 (host node7, GPU 0) showed no progress for 26 s (bound: 3 x expected 5.0 s + 10 s)" in stall.reason
 
 
 def test_setup_has_its_own_bound_when_nothing_is_expected_yet():
-    assert find_stall(SPEC, {0: phase("setup", 0.0)}, started=0.0, now=99.0) is None
-    assert find_stall(SPEC, {0: phase("setup", 0.0)}, started=0.0, now=101.0).phase == "setup"
-    assert "no rank started within 100 s" in find_stall(SPEC, {}, started=0.0, now=101.0).reason
+    assert find_stall(LAUNCH, {0: phase("setup", 0.0)}, started=0.0, now=99.0) is None
+    assert find_stall(LAUNCH, {0: phase("setup", 0.0)}, started=0.0, now=101.0).phase == "setup"
+    assert "no rank started within 100 s" in find_stall(LAUNCH, {}, started=0.0, now=101.0).reason
 
 
 def test_finished_ranks_are_not_hung():
-    assert find_stall(SPEC, {0: phase("done", 0.0)}, started=0.0, now=1000.0) is None
+    assert find_stall(LAUNCH, {0: phase("done", 0.0)}, started=0.0, now=1000.0) is None
 
 
 def test_a_stopped_process_is_named_as_the_culprit():
@@ -54,7 +58,7 @@ def test_a_stopped_process_is_named_as_the_culprit():
         time.sleep(0.2)
         phases = {0: phase("measure", 0.0, expected=1.0, pid=os.getpid()),
                   1: phase("measure", 0.0, expected=1.0, rank=1, pid=sleeper.pid)}
-        stall = find_stall(SPEC, phases, started=0.0, now=time.time())
+        stall = find_stall(LAUNCH, phases, started=0.0, now=time.time())
         assert "rank 1 (host node7, GPU 1) is stopped (SIGSTOP)" in stall.reason
         assert stall.ranks == (1,)
     finally:
@@ -140,7 +144,7 @@ source = "test"
                 break
             time.sleep(0.5)
         assert phase_files, "the benchmark never started"
-        run_id = json.loads((phase_files[0].parent / "command.json").read_text())[-1]
+        run_id = json.loads((phase_files[0].parent / "plan.json").read_text())["cases"][0]["run_id"]
         assert tagged_pids(run_id), "expected the benchmark's processes to be running"
         sent = time.time()
         session.send_signal(signal.SIGTERM)

@@ -309,16 +309,16 @@ def test_two_node_benchmark_through_srun_and_c10d_rendezvous(cluster, tmp_path):
 
 
 def harness_plans_multinode_cases() -> bool:
-    from harness.launch import run as launch
+    from harness.launch import command
 
-    return hasattr(launch, "slurm_launch")
+    return hasattr(command, "slurm_launch")
 
 
 @pytest.mark.slow
 def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
     """slurm/acceptance.sbatch on 2 nodes: the plugin plans a 2x1 case and the harness launches it with srun."""
     if not harness_plans_multinode_cases():
-        pytest.skip("harness.launch.run does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
+        pytest.skip("harness.launch does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
     reports = tmp_path / "reports"
     output = submit(cluster, tmp_path, "--nodes=2", str(SBATCH), "--models", "tiny_bert", "--precisions", "fp32",
                     "--gpus", "1", "-k", "test_weak_scaling", "--harness-warmup-seconds", "1",
@@ -344,7 +344,7 @@ def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
 def test_plugin_plans_multinode_cases_in_a_slurm_job(tmp_path):
     """In a 2-node allocation the matrix gains 2xN cases (collected only: nothing is launched)."""
     if not harness_plans_multinode_cases():
-        pytest.skip("harness.launch.run does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
+        pytest.skip("harness.launch does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PYTEST_"))}
     env |= {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_ON_NODE": "2"}
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance", "--collect-only", "-q", "--hardware", "cpu",

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.workloads.soak import SoakRun, SoakSpec, parse_duration, soak_checks, throughput_decay, window_seconds
+from harness.checks.soak import soak_checks
+from harness.launch.soak import SoakRun
+from harness.launch.spec import LaunchSettings, SoakSpec
 from harness.profile.bounds import CaseBounds, SoakBounds
+from harness.workloads.soak_windows import parse_duration, throughput_decay, window_seconds
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.sampling import drive
 
@@ -39,7 +42,8 @@ def test_decay_is_last_window_against_first():
     assert throughput_decay(windows[:1]) is None
 
 
-SPEC = SoakSpec(model="resnet152", precision="bf16", batch_size_per_gpu=256, gpus_per_node=4, duration_s=14400)
+SPEC = SoakSpec(model="resnet152", precision="bf16", batch_size_per_gpu=256, duration_s=14400,
+                launch=LaunchSettings(gpus_per_node=4))
 CASE = CaseBounds(model="resnet152", precision="bf16", batch_size_per_gpu=256, source="h200 case",
                   max_temperature_c=85.0)
 SOAK = SoakBounds(max_throughput_decay=0.03, source="soak bound")
@@ -145,7 +149,7 @@ def soak_suite(pytester, monkeypatch, tmp_path):
                            sample_unit="images",
                            telemetry={"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"})
 
-        monkeypatch.setattr("harness.workloads.soak.run_soak", fake)
+        monkeypatch.setattr("harness.launch.soak.run_soak", fake)
         return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-rs", *args)
 
     return run, specs
@@ -186,10 +190,10 @@ def test_a_bad_soak_duration_is_a_usage_error(soak_suite):
 
 @pytest.mark.slow
 def test_a_short_real_soak_reports_every_window_and_cleans_up(tmp_path, assert_no_process_left):
-    from harness.workloads.soak import run_soak
+    from harness.launch.soak import run_soak
 
-    spec = SoakSpec(model="tiny_bert", precision="fp32", batch_size_per_gpu=4, gpus_per_node=1, device="cpu",
-                    duration_s=3.0, window_s=1.0, warmup_seconds=0.3)
+    spec = SoakSpec(model="tiny_bert", precision="fp32", batch_size_per_gpu=4, duration_s=3.0, window_s=1.0,
+                    warmup_seconds=0.3, launch=LaunchSettings(gpus_per_node=1, device="cpu"))
     run = run_soak(spec, tmp_path / "soak", run_id="soak-real-test")
     assert_no_process_left("soak-real-test")
     assert run.status == "ok" and run.loss_finite, run.failure

@@ -16,7 +16,7 @@ import pytest
 from harness import telemetry
 from harness.checks import verdict
 from harness.checks.verdict import telemetry_checks, weak_scaling_checks
-from harness.launch import run as launch
+from harness.launch import benchmark as launch
 from harness.records import RunRecord
 from harness.telemetry import Sampler, Timeline, sampler_for, window_state
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml, fake_nvml

@@ -1,4 +1,4 @@
-"""The DDP worker end to end on CPU (gloo), launched through harness.launch.run.run_benchmark.
+"""The DDP worker end to end on CPU (gloo), launched through harness.launch.benchmark.run_benchmark.
 
 Each successful launch is shared by the tests of one module-scoped fixture, so that every
 behaviour gets its own test without paying for a launch per assertion.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.launch.run import BenchmarkSpec, run_benchmark
+from harness.launch.benchmark import run_benchmark
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.records import read_record
 
 pytestmark = pytest.mark.slow
@@ -125,6 +126,8 @@ def test_record_json_round_trips(ok_run):
     assert on_disk.run_id == record.run_id
     assert on_disk.throughput_total == record.throughput_total
     assert on_disk.per_rank == record.per_rank
+    # The copy in the run directory is the final record, the launcher's additions included.
+    assert on_disk == record and "launch_total" in on_disk.phases_s and on_disk.telemetry is not None
 
 
 def test_every_rank_writes_its_log(ok_run):
@@ -156,8 +159,8 @@ def test_strong_scaling_splits_the_global_batch(tmp_path, fast_spec):
 
 def test_strong_scaling_rejects_an_indivisible_global_batch():
     with pytest.raises(ValueError, match="not divisible") as excinfo:
-        BenchmarkSpec(model="tiny_bert", precision="fp32", gpus_per_node=2, scaling="strong",
-                      global_batch_size=7, device="cpu")
+        BenchmarkSpec(model="tiny_bert", precision="fp32", scaling="strong", global_batch_size=7,
+                      launch=LaunchSettings(gpus_per_node=2, device="cpu"))
     assert "7" in str(excinfo.value) and "2 GPUs" in str(excinfo.value)
 
 
@@ -187,13 +190,13 @@ def test_nan_during_warmup_makes_the_run_invalid(tmp_path, fast_spec, assert_no_
     assert_no_process_left(record.run_id)
 
 
-# --- several cases in one launch (harness.launch.run.run_benchmark_group) --------------------------
+# --- several cases in one launch (harness.launch.group.run_benchmark_group) ------------------------
 
 
 @pytest.fixture(scope="module")
 def group_run(tmp_path_factory, fast_spec):
     """Three 2-rank cases in one launch; the second crashes (fault filtered to its model) mid-window."""
-    from harness.launch.run import run_benchmark_group
+    from harness.launch.group import run_benchmark_group
 
     crash = {"HARNESS_FAULT": "kind=crash,rank=1,phase=measure,step=2,model=resnet18"}
     specs = [fast_spec(gpus_per_node=2, model=model, extra_env=crash) for model in ("tiny_bert", "resnet18", "tiny_bert")]

@@ -1,10 +1,14 @@
 """The worker's pure parts: when warmup ends, and how raw timings become the record."""
 
+from pathlib import Path
+
 import pytest
 
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.workloads.models import MODELS
 from harness.records import Versions
-from harness.workloads.ddp import build_record, parse_args, warmup_done
+from harness.workloads.ddp_record import build_record
+from harness.workloads.window import warmup_done
 
 RULE = dict(min_steps=10, warmup_s=2.0, max_warmup_s=9.0)
 
@@ -41,11 +45,10 @@ def _gathered(rank, step_ms, window_scale=1.0, finite=True):
 
 
 def _args(**extra):
-    argv = ["--model", "tiny_bert", "--precision", "bf16", "--batch-size-per-gpu", "4", "--global-batch-size", "8",
-            "--device", "cpu", "--run-dir", "/tmp/x", "--run-id", "r", "--peak-tflops", "1.0"]
-    for key, value in extra.items():
-        argv += [f"--{key.replace('_', '-')}", str(value)]
-    return parse_args(argv)
+    """The worker's plan of a 2-rank tiny_bert bf16 case at batch 4 per GPU (8 in all)."""
+    spec = BenchmarkSpec(model="tiny_bert", precision="bf16", batch_size_per_gpu=4, peak_tflops=1.0,
+                         launch=LaunchSettings(gpus_per_node=2, device="cpu"), **extra)
+    return spec.case_plan(Path("/tmp/x"), "r")
 
 
 def _build(gathered):
@@ -76,7 +79,7 @@ def test_a_non_finite_loss_on_any_rank_makes_the_run_invalid():
 
 # --- the adaptive window's stopping rule, on synthetic block series ----------------------------
 
-from harness.workloads.ddp import measurement_done  # noqa: E402
+from harness.workloads.window import measurement_done  # noqa: E402
 
 ADAPTIVE = dict(block_steps=10, ci_target=0.01, min_seconds=3.0, max_seconds=30.0)
 

@@ -239,29 +239,36 @@ class HarnessSession:
             reason="no GPU count above 1 is selected: an all-reduce needs two"))]
 
     def spec_for(self, case: Case, gpus: int | None = None):
-        from harness.launch.run import BenchmarkSpec
+        from harness.launch.spec import BenchmarkSpec
 
         bounds = self.profile.bounds(case.model, case.precision)
         run = self.profile.run
         option = self.config.getoption
         per_node = gpus if gpus is not None else case.gpus
         return BenchmarkSpec(
-            model=case.model, precision=case.precision, gpus_per_node=per_node, nodes=case.nodes,
-            scaling=case.scaling,
+            model=case.model, precision=case.precision, scaling=case.scaling,
             batch_size_per_gpu=bounds.batch_size_per_gpu if case.scaling == "weak" else None,
             global_batch_size=bounds.strong_global_batch_size if case.scaling == "strong" else None,
-            device=self.profile.hardware.device,
             warmup_seconds=option("harness_warmup_seconds") or run.warmup_seconds,
             measure_seconds=option("harness_measure_seconds") or run.measure_seconds,
             ci_target=self.ci_target,
             max_measure_seconds=max(run.max_measure_seconds, option("harness_measure_seconds") or 0)
             if run.max_measure_seconds else None,
-            timeout_s=option("harness_timeout") or run.timeout_seconds,
-            stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
             peak_tflops=self.profile.peak_tflops.get(case.precision),
-            compile=option("harness_compile"), extra_env=self.compile_env,
-            telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"),
+            compile=option("harness_compile"),
+            launch=self.launch_settings(per_node, nodes=case.nodes, extra_env=self.compile_env),
         )
+
+    def launch_settings(self, gpus_per_node: int, **settings):
+        """How this session launches a job on ``gpus_per_node`` GPUs: device, time bounds, telemetry."""
+        from harness.launch.spec import LaunchSettings
+
+        option = self.config.getoption
+        return LaunchSettings(
+            gpus_per_node=gpus_per_node, device=self.profile.hardware.device,
+            timeout_s=option("harness_timeout") or self.profile.run.timeout_seconds,
+            stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
+            telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"), **settings)
 
     def log_dir(self, label: str) -> Path:
         return self.run_dir / "logs" / label
@@ -308,7 +315,8 @@ class HarnessSession:
 
     def launch_group(self, label: str, spec) -> None:
         """Launch ``spec`` (and, grouped, every pending case of its GPU count) ``repeats`` times each."""
-        from harness.launch import run as launcher
+        from harness.launch import benchmark as launcher
+        from harness.launch import group as group_launcher
         from harness.records import write_record
         from harness.checks.repeats import combine
 
@@ -324,7 +332,7 @@ class HarnessSession:
             records = [launcher.run_benchmark(spec, self.log_dir(label), run_id=f"{self.run_id}-{label}")]
         else:
             self.launches += 1
-            records = launcher.run_benchmark_group(
+            records = group_launcher.run_benchmark_group(
                 [s for _, s in runs], [self.log_dir(name) for name, _ in runs],
                 [f"{self.run_id}-{name}" for name, _ in runs],
                 self.run_dir / "logs" / f"launch{self.launches}-{spec.gpus_per_node}gpu")
@@ -382,20 +390,17 @@ class HarnessSession:
 
     def allreduce(self, gpus: int):
         """The all-reduce sweep on ``gpus`` GPUs (CPU ranks): measured once per session."""
-        from harness.workloads import allreduce as interconnect
+        from harness.launch import allreduce as interconnect
+        from harness.launch.spec import AllReduceSpec
+        from harness.workloads.busbw import MIB, default_max_bytes
 
         if gpus not in self.allreduce_runs:
             device = self.profile.hardware.device
             memory = min((g.memory_total_gib for g in self.hardware.gpus), default=None)
-            option = self.config.getoption
-            spec = interconnect.AllReduceSpec(
-                gpus_per_node=gpus, device=device,
-                min_bytes=interconnect.MIB if device == "cuda" else 64 * 1024,
-                max_bytes=interconnect.default_max_bytes(device, memory), factor=2 if device == "cuda" else 4,
-                target_seconds=0.2 if device == "cuda" else 0.1,
-                timeout_s=option("harness_timeout") or self.profile.run.timeout_seconds,
-                stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
-                telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"))
+            spec = AllReduceSpec(
+                min_bytes=MIB if device == "cuda" else 64 * 1024,
+                max_bytes=default_max_bytes(device, memory), factor=2 if device == "cuda" else 4,
+                target_seconds=0.2 if device == "cuda" else 0.1, launch=self.launch_settings(gpus))
             run_id = f"{self.run_id}-{spec.case_id}"
             busy = self.busy_gpus(gpus)
             if busy:
@@ -409,11 +414,11 @@ class HarnessSession:
         return self.allreduce_runs[gpus]
 
     def run_allreduce(self, gpus: int) -> CheckedResult:
-        from harness.workloads import allreduce as interconnect
+        from harness.checks.interconnect import allreduce_checks
 
         run = self.allreduce(gpus)
         unit = "GPU" if self.profile.hardware.device == "cuda" else "rank"
-        checks = interconnect.allreduce_checks(run, self.profile.interconnect, missing_note=self.telemetry_note())
+        checks = allreduce_checks(run, self.profile.interconnect, missing_note=self.telemetry_note())
         return CheckedResult(name=f"allreduce-{gpus}gpu", context=f"{self.profile.name}, all-reduce, {gpus} {unit}s",
                              checks=checks, log_dir=self.log_dir(f"allreduce-{gpus}gpu"),
                              data={"interconnect": run.to_dict(),
@@ -421,23 +426,25 @@ class HarnessSession:
 
     def run_topology(self) -> CheckedResult:
         """NVLink, P2P and PCIe of every GPU against [topology]; PCIe read under the all-reduce's load."""
-        from harness.workloads import allreduce as interconnect
+        from harness.checks.interconnect import pcie_under_load, topology_checks
+        from harness.node.topology import read_topology
         from harness.telemetry import not_available_reason
 
         gpus = self.hardware.gpu_count
-        self.topology = interconnect.read_topology(self.hardware.gpus)
+        self.topology = read_topology(self.hardware.gpus)
         run = self.allreduce(gpus)
-        loaded = interconnect.pcie_under_load(run.telemetry)
+        loaded = pcie_under_load(run.telemetry)
         why = run.failure or not_available_reason(run.telemetry, self.telemetry_note())
         self.topology["pcie_under_load"] = loaded
-        checks = interconnect.topology_checks(self.topology, self.profile.topology, loaded,
-                                              load_note=f"no PCIe reading under load: {why}")
+        checks = topology_checks(self.topology, self.profile.topology, loaded,
+                                 load_note=f"no PCIe reading under load: {why}")
         return CheckedResult(name="topology", context=f"{self.profile.name}, topology, {gpus} GPUs", checks=checks,
                              data={"topology": self.topology})
 
     def soak_spec(self):
         from harness.catalog import MODELS
-        from harness.workloads.soak import SoakSpec, parse_duration
+        from harness.launch.spec import SoakSpec
+        from harness.workloads.soak_windows import parse_duration
 
         profile = self.profile
         pairs = [(m, p) for m in profile.models for p in profile.precisions if profile.bounds(m, p) is not None]
@@ -447,14 +454,13 @@ class HarnessSession:
         gpus = self.hardware.gpu_count if profile.hardware.device == "cuda" else max(counts, default=1)
         option = self.config.getoption
         return SoakSpec(model=model, precision=precision, batch_size_per_gpu=profile.bounds(model, precision).batch_size_per_gpu,
-                        gpus_per_node=gpus, duration_s=parse_duration(option("harness_soak")),
-                        device=profile.hardware.device,
+                        duration_s=parse_duration(option("harness_soak")),
                         warmup_seconds=option("harness_warmup_seconds") or profile.run.warmup_seconds,
-                        stall_factor=option("harness_stall_factor"), stall_floor_s=option("harness_stall_floor"),
-                        telemetry=self.telemetry_on, telemetry_period_s=option("harness_telemetry_period"))
+                        launch=self.launch_settings(gpus))
 
     def run_soak(self) -> CheckedResult:
-        from harness.workloads.soak import run_soak, soak_checks
+        from harness.checks.soak import soak_checks
+        from harness.launch.soak import run_soak
 
         spec = self.soak_spec()
         run = run_soak(spec, self.log_dir(spec.case_id), run_id=f"{self.run_id}-{spec.case_id}")
@@ -511,7 +517,7 @@ class HarnessSession:
         }
 
     def interconnect_summary(self) -> dict:
-        from harness.workloads.allreduce import session_summary
+        from harness.launch.allreduce import session_summary
 
         return session_summary(self.allreduce_runs, self.topology)
 
@@ -628,7 +634,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.xmlpath = str(session.run_dir / "junit.xml")
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
     # process groups and pytest still writes its reports.
-    from harness.launch.run import stop_on_sigterm
+    from harness.launch.supervise import stop_on_sigterm
 
     stop_on_sigterm()
 
@@ -663,7 +669,7 @@ def _start_session(config: pytest.Config) -> HarnessSession:
             if name not in valid:
                 raise pytest.UsageError(f"--{option.removeprefix('harness_')} {name}: unknown; known: {', '.join(valid)}")
     if config.getoption("harness_soak"):
-        from harness.workloads.soak import parse_duration
+        from harness.workloads.soak_windows import parse_duration
 
         try:
             parse_duration(config.getoption("harness_soak"))

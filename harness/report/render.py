@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from harness.report import charts as svg
 from harness.workloads.compilecache import summary as compile_cache_summary
-from harness.workloads.allreduce import size_label
+from harness.workloads.busbw import size_label
 
 FIELD_CHARS = 4000
 """Longest single string kept from any input (a profile description, a failure message)."""
@@ -1018,7 +1018,7 @@ def interconnect_missing(header: dict) -> str:
 def interconnect_charts(header: dict, raw_profile: dict) -> list[Any]:
     """All-reduce bus bandwidth vs message size per GPU count, with the profile's bound, when measured.
 
-    Shape (``harness["interconnect"]`` in report.json / session.json, written by harness/workloads/allreduce.py)::
+    Shape (``harness["interconnect"]`` in report.json / session.json, written by harness/launch/allreduce.py)::
 
         {"allreduce": [{"gpus": 4, "size_bytes": 1073741824, "busbw_gbps": 350.2}, ...]}
     """

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.cases import CaseId
 from harness.records import RunRecord
-from harness.workloads.allreduce import size_label
+from harness.workloads.busbw import size_label
 
 
 class CompareError(Exception):

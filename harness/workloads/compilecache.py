@@ -42,6 +42,7 @@ def lookups() -> dict[str, int] | None:
     """This process's cache lookups so far (worker side; imports torch), or None where this torch
     keeps no such counters."""
     try:
+        # Imported here, not at the top: the launcher reads cache_env without importing torch.
         from torch._dynamo.utils import counters
     except ImportError:
         return None

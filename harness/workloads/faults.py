@@ -16,6 +16,8 @@ import os
 import signal
 from dataclasses import dataclass
 
+import torch
+
 ENV_VAR = "HARNESS_FAULT"
 KINDS = ("kill", "crash", "hang", "nan", "oom")
 PHASES = ("warmup", "measure")
@@ -73,6 +75,4 @@ def trigger(fault: Fault) -> None:
     elif fault.kind == "crash":
         raise RuntimeError(f"injected crash ({ENV_VAR}) at {fault.phase} step {fault.step}")
     elif fault.kind == "oom":
-        import torch
-
         raise torch.OutOfMemoryError(f"injected out-of-memory ({ENV_VAR}) at {fault.phase} step {fault.step}")

@@ -20,6 +20,7 @@ step sets, and leave nothing uninitialised for an overflowed step to keep.
 from __future__ import annotations
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 LEARNING_RATE = 1e-3
 MOMENTUM = 0.9
@@ -54,8 +55,6 @@ def build_ddp(spec, device: torch.device):
     The process group must exist. Gradients alias DDP's all-reduce buckets
     (``gradient_as_bucket_view``): one copy fewer per step, as large jobs run.
     """
-    from torch.nn.parallel import DistributedDataParallel
-
     model = spec.build().to(device)
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)

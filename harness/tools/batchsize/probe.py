@@ -24,7 +24,7 @@ from typing import Callable
 from harness.records import write_json_atomic
 from harness.tools.batchsize.search import (DEFAULT_MEMORY_FRACTION, DEFAULT_START, JudgedProbe, ProbeOutcome,
                                             ProbeResult, SearchResult, search_max_batch)
-from harness.workloads.ddp import _die_with_parent
+from harness.rank import die_with_parent
 
 GIB_BYTES = 1024**3
 """GiB is 1024³ bytes, as torch.cuda and NVML report memory."""
@@ -130,7 +130,7 @@ def run_probe_steps(*, model: str, precision: str, batch_size: int, device_kind:
     The step is the worker's train_step: autocast forward, scaled backward, scaler.step, update,
     zero_grad; DDP (world size 1) with gradient_as_bucket_view, so the gradient buckets are there.
     """
-    # Late: torch (and the recipe and models that import it) loads only in the child, after _die_with_parent:
+    # Late: torch (and the recipe and models that import it) loads only in the child, after die_with_parent:
     # a parent killed during the slow import then leaves no orphan; and the parent never loads it.
     import torch
     import torch.distributed as dist
@@ -197,7 +197,7 @@ def _probe_main(argv: list[str] | None = None) -> int:
     # The probe runs in a session of its own (so a timeout can kill its group): should find-max-bs
     # die without a chance to clean up (SIGKILL), the kernel ends the probe too. A probe orphaned on
     # an H200 once held 132 GB of a GPU after its parent was gone.
-    _die_with_parent()
+    die_with_parent()
 
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
         result = run_probe_steps(model=ns.model, precision=ns.precision, batch_size=ns.batch_size,

@@ -2,7 +2,7 @@
 
 On new hardware (a B200, an MI300, an L40S...) there is no profile to sign nodes off against.
 Calibration makes one from a golden node: it finds the batch sizes (``harness find-max-bs``) or
-takes them, runs the weak-scaling matrix ``repeats`` times through ``harness.launch.run.run_benchmark``
+takes them, runs the weak-scaling matrix ``repeats`` times through ``harness.launch.benchmark.run_benchmark``
 (the very launch the acceptance suite makes), and writes ``thresholds/<name>.toml`` with the
 measured medians and spreads as comments, bounds derived from them with stated margins, a match
 rule for the detected hardware, and where every number came from. The file is validated with

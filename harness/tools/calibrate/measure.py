@@ -1,7 +1,7 @@
 """Running a calibration (the I/O edge): the batch of every case (given, or found by find-max-bs),
 the whole matrix ``repeats`` times over a launcher, then the bounds and the validated profile.
 
-The launcher is ``harness.launch.run.run_benchmark`` (the very launch the acceptance suite makes) and
+The launcher is ``harness.launch.benchmark.run_benchmark`` (the very launch the acceptance suite makes) and
 the batch finder ``harness.tools.batchsize.probe.find_max_batch``; tests pass fakes of both."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.launch.run import BenchmarkSpec, run_benchmark
+from harness.launch.benchmark import run_benchmark
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.node.hardware import Hardware
 from harness.records import RunRecord, write_record
 from harness.tools.batchsize.probe import find_max_batch
@@ -69,10 +70,10 @@ def _found_batch(plan: CalibrationPlan, find_batch: BatchFinder, model: str, pre
 
 
 def _spec(plan: CalibrationPlan, model: str, precision: str, gpus: int, batch: int) -> BenchmarkSpec:
-    return BenchmarkSpec(model=model, precision=precision, gpus_per_node=gpus, scaling="weak",
-                         batch_size_per_gpu=batch, device=plan.device, warmup_seconds=plan.warmup_seconds,
-                         measure_seconds=plan.measure_seconds, timeout_s=plan.timeout_s,
-                         peak_tflops=plan.peak_tflops.get(precision))
+    return BenchmarkSpec(model=model, precision=precision, scaling="weak",
+                         batch_size_per_gpu=batch, warmup_seconds=plan.warmup_seconds,
+                         measure_seconds=plan.measure_seconds, peak_tflops=plan.peak_tflops.get(precision),
+                         launch=LaunchSettings(gpus_per_node=gpus, device=plan.device, timeout_s=plan.timeout_s))
 
 
 def run_matrix(plan: CalibrationPlan, batches: dict[tuple[str, str], BatchChoice], launcher: Launcher,

@@ -1,0 +1,103 @@
+"""The torchrun command of a launch and its environment; on several nodes, the Slurm srun prefix and
+the c10d rendezvous.
+
+Every worker module is started the same way: ``python -m torch.distributed.run ... -m <module>
+--plan <run_dir>/plan.json``, the spec's plan written once beside it (harness/workloads/plan.py).
+Every process of a launch carries ``HARNESS_RUN_ID`` in its environment: the cleanup finds them
+by it (harness/launch/cleanup.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from harness.launch import slurm
+from harness.launch.cleanup import RUN_ID_ENV
+from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
+from harness.workloads.plan import PLAN_FILE, BenchmarkPlan, write_plan
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The directory holding ``harness/``: on the workers' PYTHONPATH, so a source checkout runs uninstalled."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rendezvous:
+    """Multi-node: torchrun's c10d rendezvous on a host every node can reach (e.g. Slurm's first node)."""
+
+    endpoint: str
+    """host:port of the rendezvous store."""
+    run_id: str
+
+
+def make_run_id(spec: BenchmarkSpec) -> str:
+    return f"{spec.case_id}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+
+
+def torchrun_prefix(gpus_per_node: int, nodes: int = 1, rendezvous: Rendezvous | None = None) -> list[str]:
+    """``python -m torch.distributed.run ...`` up to the module it runs: shared by every worker module."""
+    if rendezvous is None:
+        topology = ["--standalone", "--nnodes=1"]
+    else:
+        topology = [f"--nnodes={nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rendezvous.endpoint}",
+                    f"--rdzv-id={rendezvous.run_id}"]
+    return [sys.executable, "-m", "torch.distributed.run", *topology,
+            f"--nproc-per-node={gpus_per_node}", "--max-restarts=0"]
+
+
+def worker_command(module: str, plan_path: Path, launch: LaunchSettings,
+                   rendezvous: Rendezvous | None = None) -> list[str]:
+    """torchrun running ``python -m <module> --plan <plan_path>`` on every rank of ``launch``."""
+    return [*torchrun_prefix(launch.gpus_per_node, launch.nodes, rendezvous), "-m", module, "--plan", str(plan_path)]
+
+
+def prepare_launch(spec: BenchmarkSpec | AllReduceSpec | SoakSpec, run_dir: Path, run_id: str,
+                   rendezvous: Rendezvous | None = None) -> list[str]:
+    """Write ``spec``'s plan to <run_dir>/plan.json and return the torchrun command that runs it."""
+    plan_path = Path(run_dir) / PLAN_FILE
+    write_plan(plan_path, spec.plan(Path(run_dir), run_id))
+    return worker_command(spec.worker_module, plan_path, spec.launch, rendezvous)
+
+
+def prepare_group_launch(plan: BenchmarkPlan, launch_dir: Path, launch: LaunchSettings) -> list[str]:
+    """Several benchmark cases in one launch: their plan in <launch_dir>/plan.json, and its command."""
+    plan_path = Path(launch_dir) / PLAN_FILE
+    write_plan(plan_path, plan)
+    return worker_command(BenchmarkSpec.worker_module, plan_path, launch)
+
+
+def launch_env(launch: LaunchSettings, run_id: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(launch.extra_env)
+    env[RUN_ID_ENV] = run_id
+    env["HARNESS_LAUNCH_EPOCH"] = repr(time.time())
+    env["HARNESS_NODES"] = str(launch.nodes)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    # CUDA numbers GPUs fastest-first by default; NVML (and nvidia-smi, and our detection) by PCI
+    # bus. The same order everywhere makes "GPU 3" in a verdict the GPU an operator pulls.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    if launch.device == "cpu":
+        # torchrun would set 1 thread per rank; give each rank its share of the cores instead.
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        env.setdefault("OMP_NUM_THREADS", str(max(1, cores // launch.gpus_per_node)))
+        env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a CPU run must not touch a GPU that happens to be there
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def slurm_launch(launch: LaunchSettings, run_id: str) -> tuple[list[str], Rendezvous]:
+    """A multi-node launch in the Slurm job we run in: the srun prefix and the c10d rendezvous.
+
+    srun starts one torchrun agent per node (under HARNESS_STEP_WRAPPER, e.g. apptainer exec,
+    when set); the agents meet on the allocation's first node (docs/slurm.md).
+    """
+    alloc = slurm.allocation_from_env()
+    if alloc is None:
+        raise ValueError(f"a {launch.nodes}-node run needs a Slurm allocation of {launch.nodes} nodes "
+                         "(run it in a batch job: slurm/acceptance.sbatch); SLURM_JOB_ID is not set")
+    prefix = slurm.srun_prefix(alloc, launch.nodes, extra=slurm.step_wrapper())
+    return prefix, Rendezvous(endpoint=slurm.rendezvous_endpoint(alloc, slurm.rendezvous_port(alloc)), run_id=run_id)

@@ -1,0 +1,150 @@
+"""Several benchmark cases of one GPU layout in one torchrun launch; one record per case, in order.
+
+What the single launch saves is the process start, imports and process-group init of every
+case but the first (about 6 s each on H200: docs/measurements.md). What each case keeps is its
+own: run directory, record, telemetry window (a sampler per case, opened and closed by that
+case's phase files), time bounds. The first failure ends the launch: that case gets the failure
+record, the cases before it keep theirs, and the cases after it run again in a new launch, so
+one bad case costs the others nothing but time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.launch.benchmark import failure_record, run_benchmark
+from harness.launch.cleanup import clear_run_dir
+from harness.launch.command import prepare_group_launch
+from harness.launch.failure import explain_failure
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
+from harness.launch.supervise import JobOutcome, run_job
+from harness.rank import read_phases
+from harness.records import RunRecord, read_record, write_record
+from harness import telemetry
+from harness.workloads.plan import RECORD_FILE, BenchmarkPlan
+
+PER_CASE_SETTINGS = ("timeout_s",)
+"""The only launch setting the cases of one launch may differ in: the launch may take what they take together."""
+
+
+def check_one_launch(specs: list[BenchmarkSpec]) -> None:
+    """A ValueError naming the first launch setting the cases do not share (one torchrun, one environment)."""
+    for setting in dataclasses.fields(LaunchSettings):
+        if setting.name in PER_CASE_SETTINGS:
+            continue
+        values = {repr(getattr(spec.launch, setting.name)) for spec in specs}
+        if len(values) > 1:
+            raise ValueError(f"the cases of one launch must share {setting.name}; got {', '.join(sorted(values))}")
+    if specs[0].nodes > 1:
+        raise ValueError("a launch of several cases runs on one node; launch multi-node cases one at a time")
+
+
+def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_ids: list[str],
+                        launch_dir: Path) -> list[RunRecord]:
+    """Launch ``specs`` together (one record per case, in order); the cases after a failure run again."""
+    if not (len(specs) == len(run_dirs) == len(run_ids)) or not specs:
+        raise ValueError("run_benchmark_group needs one run directory and one run id per spec, and at least one spec")
+    if len(specs) == 1:
+        return [run_benchmark(specs[0], run_dirs[0], run_id=run_ids[0])]
+    check_one_launch(specs)
+    launch_dir = Path(launch_dir)
+    launch_dir.mkdir(parents=True, exist_ok=True)
+    run_dirs = [Path(run_dir) for run_dir in run_dirs]
+    for run_dir in run_dirs:
+        clear_run_dir(run_dir)
+    plan = BenchmarkPlan(cases=tuple(spec.case_plan(run_dir, run_id)
+                                     for spec, run_dir, run_id in zip(specs, run_dirs, run_ids)))
+    command = prepare_group_launch(plan, launch_dir, specs[0].launch)
+    launch_id = f"{launch_dir.name}-{os.getpid()}-{int(time.time())}"
+    # The stall rule bounds each case; the whole launch may take what its cases may take together.
+    outcome = run_job(specs[0].launch, command, launch_dir, launch_id,
+                      timeout_s=sum(spec.launch.timeout_s for spec in specs),
+                      sampler=CaseSamplers(run_dirs, specs[0].launch))
+    return _records_of_group(specs, run_dirs, run_ids, launch_dir, outcome)
+
+
+def _records_of_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_ids: list[str], launch_dir: Path,
+                      outcome: JobOutcome) -> list[RunRecord]:
+    """Each case's final record (written once, with its telemetry), up to the first that has none."""
+    records: list[RunRecord] = []
+    previous_end = outcome.started
+    for index, (spec, run_dir, run_id) in enumerate(zip(specs, run_dirs, run_ids)):
+        record_path = run_dir / RECORD_FILE
+        summary = (outcome.telemetry or {}).get(str(run_dir)) or telemetry.unavailable(
+            "the launch ended before this case began", period_s=spec.launch.telemetry_period_s)
+        ended = case_end(run_dir)
+        if record_path.exists() and ended is not None:
+            record = read_record(record_path)
+            record = dataclasses.replace(record, telemetry=summary,
+                                         phases_s={**record.phases_s, "launch_total": ended - previous_end})
+            write_record(record_path, record)
+            records.append(record)
+            previous_end = ended
+            continue
+        # This case was running when the launch ended: the launch's failure is its failure.
+        status, failure = ((outcome.status, outcome.failure) if outcome.failure is not None else
+                           explain_failure(launch_dir, returncode=1, stall=None, elapsed_s=outcome.elapsed_s,
+                                           phases=outcome.phases))
+        record = failure_record(spec, run_id, status=status, failure=failure, phases=outcome.phases,
+                                elapsed_s=time.time() - previous_end if outcome.stall is None else outcome.elapsed_s,
+                                telemetry=summary)
+        write_record(record_path, record)
+        records.append(record)
+        rest = index + 1
+        if rest < len(specs):
+            records += run_benchmark_group(specs[rest:], run_dirs[rest:], run_ids[rest:],
+                                           launch_dir.with_name(f"{launch_dir.name}-from-{rest}"))
+        break
+    return records
+
+
+def case_end(run_dir: Path) -> float | None:
+    """When rank 0 finished this case (its phase file says done), or None."""
+    info = read_phases(run_dir).get(0)
+    return float(info["since"]) if info and info.get("phase") == "done" and "since" in info else None
+
+
+class CaseSamplers:
+    """One telemetry sampler per case of a launch, each started when its case begins.
+
+    A sampler polls its own case directory, so it opens and closes on that case's measured window
+    only; starting them lazily keeps one sampling thread busy at a time.
+    """
+
+    def __init__(self, run_dirs: list[Path], launch: LaunchSettings, *,
+                 factory: Callable[[Path], Any] | None = None, poll_s: float = 0.2):
+        self.run_dirs = run_dirs
+        self._factory = factory or (lambda run_dir: telemetry.sampler_for(
+            launch.device, run_dir, enabled=launch.telemetry, period_s=launch.telemetry_period_s))
+        self._started: dict[Path, Any] = {}
+        self._poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> CaseSamplers:
+        self._thread = threading.Thread(target=self._watch, name="harness-case-samplers", daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            self._stop.wait(self._poll_s)
+
+    def poll(self) -> None:
+        for run_dir in self.run_dirs:
+            if run_dir not in self._started and any(run_dir.glob("rank*.phase")):
+                self._started[run_dir] = self._factory(run_dir).start()
+
+    def stop(self) -> dict[str, dict]:
+        """Every case's telemetry summary, keyed by its run directory (str)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+        self.poll()  # a case that began in the last moments still says why it has no samples
+        return {str(run_dir): sampler.stop() for run_dir, sampler in self._started.items()}

@@ -1,0 +1,287 @@
+"""What to launch: the benchmark, the all-reduce sweep and the soak, each with its ``LaunchSettings``.
+
+The defaults of a launch and of a measurement live here and nowhere else. A spec is validated
+when it is made (a ValueError naming the field and what it allows) and resolves into the plan its
+worker module reads (harness/workloads/plan.py): ``spec.plan(run_dir, run_id)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from harness.cases import CaseId
+from harness.records import Scaling
+from harness.workloads.busbw import GIB, MIB, message_sizes
+from harness.workloads.plan import AllReducePlan, BenchmarkPlan, CasePlan, Device, SoakPlan
+from harness.workloads.soak_windows import window_seconds
+
+DEVICES = ("cuda", "cpu")
+SCALINGS = ("weak", "strong")
+
+# --- the defaults: of a launch ...
+TIMEOUT_SECONDS = 600.0
+"""Hard cap on one launch."""
+SETUP_TIMEOUT_SECONDS = 300.0
+STALL_FACTOR = 3.0
+STALL_FLOOR_SECONDS = 30.0
+TELEMETRY_PERIOD_SECONDS = 0.1
+# ... and of a measurement (harness/workloads/window.py says how they are used).
+WARMUP_SECONDS = 5.0
+MEASURE_SECONDS = 10.0
+MIN_WARMUP_STEPS = 10
+MIN_MEASURE_STEPS = 20
+WARMUP_BLOCK_STEPS = 5
+COMPUTE_PROBE_STEPS = 10
+CI_BLOCK_SECONDS = 0.5
+
+
+def max_warmup_seconds(warmup_seconds: float) -> float:
+    """Warmup stops here, steady or not: a noisy shared host may never look steady."""
+    return 2 * warmup_seconds + 5
+
+
+def default_max_measure_seconds(measure_seconds: float) -> float:
+    """The adaptive window's cap when none is given."""
+    return 6 * measure_seconds + 10
+
+
+def check_positive_seconds(spec: object, *names: str) -> None:
+    """A ValueError naming the first of ``names`` that is not a positive number of seconds."""
+    for name in names:
+        if not getattr(spec, name) > 0:
+            raise ValueError(f"{name} must be > 0 seconds, got {getattr(spec, name)}")
+
+
+def check_model_and_precision(model: str, precision: str) -> None:
+    # The model registry imports torch: imported here so that a spec module without a model stays light.
+    from harness.workloads.models import MODELS, PRECISIONS
+
+    if model not in MODELS:
+        raise ValueError(f"model {model!r} is unknown; known models: {', '.join(MODELS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is unknown; use one of {', '.join(PRECISIONS)}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaunchSettings:
+    """One torchrun launch, whatever it runs: where its ranks run, what they inherit, how long they may take."""
+
+    gpus_per_node: int
+    """Worker processes per node: GPUs on CUDA, ranks on CPU."""
+    nodes: int = 1
+    """Several nodes: srun + torchrun with a c10d rendezvous in the Slurm job (harness/launch/command.py)."""
+    device: Device = "cuda"
+    """cuda (NCCL) or cpu (gloo ranks: the self-check profile)."""
+    timeout_s: float = TIMEOUT_SECONDS
+    """Hard cap on the whole launch (seconds); the soak derives its own from its duration."""
+    setup_timeout_s: float = SETUP_TIMEOUT_SECONDS
+    """Bound for what has no expected time: imports, NCCL init, model build, the first warmup block
+    (cuDNN autotuning, torch.compile)."""
+    stall_factor: float = STALL_FACTOR
+    stall_floor_s: float = STALL_FLOOR_SECONDS
+    """A rank that shows no progress for stall_factor × its phase's expected time + stall_floor_s
+    is hung: the run is killed then, long before timeout_s."""
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """Added to every rank's environment (fault injection, compile caches)."""
+    telemetry: bool = True
+    """Sample the GPUs during the measured window (harness/telemetry.py); off to measure its cost."""
+    telemetry_period_s: float = TELEMETRY_PERIOD_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ValueError(f"device {self.device!r} is unknown; use cuda or cpu")
+        for name in ("gpus_per_node", "nodes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.stall_factor > 0:
+            raise ValueError(f"stall_factor must be > 0, got {self.stall_factor}")
+        check_positive_seconds(self, "stall_floor_s", "setup_timeout_s", "telemetry_period_s", "timeout_s")
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+class LaunchedSpec:
+    """The launch layout every spec answers for, read from its ``launch`` settings."""
+
+    __slots__ = ()
+    launch: LaunchSettings
+    worker_module: ClassVar[str]
+    """The module torchrun runs: ``python -m <worker_module> --plan plan.json``."""
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.launch.gpus_per_node
+
+    @property
+    def nodes(self) -> int:
+        return self.launch.nodes
+
+    @property
+    def device(self) -> Device:
+        return self.launch.device
+
+    @property
+    def world_size(self) -> int:
+        return self.launch.world_size
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchmarkSpec(LaunchedSpec):
+    """One benchmark case: a model × precision × scaling mode on a launch layout, and how to measure it."""
+
+    worker_module: ClassVar[str] = "harness.workloads.ddp"
+    model: str
+    precision: str
+    launch: LaunchSettings
+    scaling: Scaling = "weak"
+    batch_size_per_gpu: int | None = None
+    """Weak scaling: fixed per GPU."""
+    global_batch_size: int | None = None
+    """Strong scaling: fixed in total, split over the GPUs."""
+    warmup_seconds: float = WARMUP_SECONDS
+    measure_seconds: float = MEASURE_SECONDS
+    """Fixed window: its length. Adaptive window (ci_target > 0): the least it measures."""
+    ci_target: float = 0.0
+    """Adaptive window: stop once the throughput's 95 % CI half-width is at most this (0.01 = ±1 %),
+    all ranks agreeing, after measure_seconds; 0 = a fixed window of measure_seconds."""
+    max_measure_seconds: float | None = None
+    """Adaptive window: stop here whatever the CI (None: default_max_measure_seconds)."""
+    ci_block_seconds: float = CI_BLOCK_SECONDS
+    """Adaptive window: about this long per block of steps (batch means for the CI)."""
+    min_warmup_steps: int = MIN_WARMUP_STEPS
+    min_measure_steps: int = MIN_MEASURE_STEPS
+    compile: bool = False
+    peak_tflops: float | None = None
+    sync_each_step: bool = False
+    """Diagnostic: read the loss on the host every step (to measure what that costs)."""
+
+    def __post_init__(self) -> None:
+        check_model_and_precision(self.model, self.precision)
+        if self.scaling not in SCALINGS:
+            raise ValueError(f"scaling {self.scaling!r} is unknown; use weak or strong")
+        for name in ("min_warmup_steps", "min_measure_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_positive_seconds(self, "warmup_seconds", "measure_seconds", "ci_block_seconds")
+        if not 0 <= self.ci_target < 1:
+            raise ValueError(f"ci_target must be a fraction in [0, 1) (0.01 = ±1 %; 0 = fixed window), "
+                             f"got {self.ci_target}")
+        if self.max_measure_seconds is not None and not self.max_measure_seconds >= self.measure_seconds:
+            raise ValueError(f"max_measure_seconds ({self.max_measure_seconds}) must be >= measure_seconds "
+                             f"({self.measure_seconds}): it caps the adaptive window that measure_seconds starts")
+        self._check_batch()
+
+    def _check_batch(self) -> None:
+        if self.scaling == "weak":
+            if self.batch_size_per_gpu is None or self.batch_size_per_gpu < 1:
+                raise ValueError(f"weak scaling needs a batch size per GPU >= 1, got {self.batch_size_per_gpu}")
+            return
+        if self.global_batch_size is None or self.global_batch_size < 1:
+            raise ValueError(f"strong scaling needs a global batch size >= 1, got {self.global_batch_size}")
+        if self.global_batch_size % self.world_size:
+            raise ValueError(
+                f"strong scaling splits the global batch over the GPUs: {self.global_batch_size} is not "
+                f"divisible by {self.world_size} GPUs; pick a multiple of {self.world_size}")
+
+    @property
+    def per_gpu_batch(self) -> int:
+        if self.scaling == "weak":
+            assert self.batch_size_per_gpu is not None
+            return self.batch_size_per_gpu
+        assert self.global_batch_size is not None
+        return self.global_batch_size // self.world_size
+
+    @property
+    def case_id(self) -> str:
+        return CaseId(model=self.model, precision=self.precision, gpus=self.gpus_per_node, scaling=self.scaling,
+                      nodes=self.nodes).key
+
+    def case_plan(self, run_dir: Path, run_id: str) -> CasePlan:
+        """This case as the worker runs it, every default resolved."""
+        return CasePlan(
+            model=self.model, precision=self.precision, scaling=self.scaling, batch_size_per_gpu=self.per_gpu_batch,
+            global_batch_size=self.per_gpu_batch * self.world_size, device=self.device,
+            warmup_seconds=self.warmup_seconds, max_warmup_seconds=max_warmup_seconds(self.warmup_seconds),
+            min_warmup_steps=self.min_warmup_steps, warmup_block_steps=WARMUP_BLOCK_STEPS,
+            measure_seconds=self.measure_seconds, min_measure_steps=self.min_measure_steps,
+            compute_probe_steps=COMPUTE_PROBE_STEPS, compile=self.compile, peak_tflops=self.peak_tflops or None,
+            sync_each_step=self.sync_each_step, ci_target=self.ci_target,
+            max_measure_seconds=(self.max_measure_seconds if self.max_measure_seconds is not None
+                                 else default_max_measure_seconds(self.measure_seconds)),
+            ci_block_seconds=self.ci_block_seconds, run_dir=Path(run_dir), run_id=run_id)
+
+    def plan(self, run_dir: Path, run_id: str) -> BenchmarkPlan:
+        return BenchmarkPlan(cases=(self.case_plan(run_dir, run_id),))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllReduceSpec(LaunchedSpec):
+    """One all-reduce sweep on the launch's GPUs (or CPU ranks)."""
+
+    worker_module: ClassVar[str] = "harness.workloads.allreduce"
+    launch: LaunchSettings
+    min_bytes: int = 1 * MIB
+    max_bytes: int = 8 * GIB
+    factor: int = 2
+    target_seconds: float = 0.2
+    """Timed seconds per message size."""
+    warmup_iters: int = 3
+    """Untimed all-reduces per size, whose time sets the timed iteration count."""
+
+    def __post_init__(self) -> None:
+        check_positive_seconds(self, "target_seconds")
+        if self.warmup_iters < 1:
+            raise ValueError(f"warmup_iters must be >= 1, got {self.warmup_iters}")
+        message_sizes(self.min_bytes, self.max_bytes, self.factor)  # raises ValueError naming the values
+
+    @property
+    def case_id(self) -> str:
+        return f"allreduce-{self.gpus_per_node}gpu"
+
+    def plan(self, run_dir: Path, run_id: str) -> AllReducePlan:
+        return AllReducePlan(device=self.device, min_bytes=self.min_bytes, max_bytes=self.max_bytes, factor=self.factor,
+                             target_seconds=self.target_seconds, warmup_iters=self.warmup_iters, run_dir=Path(run_dir),
+                             run_id=run_id)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SoakSpec(LaunchedSpec):
+    """One soak: a training case on the launch's GPUs for ``duration_s``."""
+
+    worker_module: ClassVar[str] = "harness.workloads.soak"
+    model: str
+    precision: str
+    batch_size_per_gpu: int
+    duration_s: float
+    launch: LaunchSettings
+    warmup_seconds: float = WARMUP_SECONDS
+    window_s: float | None = None
+    """None: window_seconds(duration_s)."""
+
+    def __post_init__(self) -> None:
+        check_model_and_precision(self.model, self.precision)
+        if self.batch_size_per_gpu < 1:
+            raise ValueError(f"batch_size_per_gpu must be >= 1, got {self.batch_size_per_gpu}")
+        check_positive_seconds(self, "duration_s", "warmup_seconds")
+
+    @property
+    def window(self) -> float:
+        return self.window_s if self.window_s is not None else window_seconds(self.duration_s)
+
+    @property
+    def timeout_s(self) -> float:
+        """The whole soak, its warmup, start-up and one window of slack (hang detection acts sooner)."""
+        return self.duration_s + self.window + 4 * self.warmup_seconds + self.launch.setup_timeout_s
+
+    @property
+    def case_id(self) -> str:
+        return f"soak-{self.model}-{self.precision}-{self.gpus_per_node}gpu"
+
+    def plan(self, run_dir: Path, run_id: str) -> SoakPlan:
+        return SoakPlan(model=self.model, precision=self.precision, batch_size_per_gpu=self.batch_size_per_gpu,
+                        device=self.device, duration_seconds=self.duration_s, window_seconds=self.window,
+                        warmup_seconds=self.warmup_seconds, run_dir=Path(run_dir), run_id=run_id)

@@ -1,0 +1,139 @@
+"""The one routine that runs a job: start torchrun, bound it (time limit, stall rule), sample the
+GPUs beside it, kill every process it started, and say why it failed when it did.
+
+The benchmark (harness/launch/benchmark.py), a launch of several cases (group.py), the all-reduce
+sweep (allreduce.py) and the soak (soak.py) all run through ``run_job``; each turns the outcome
+into its own result. KeyboardInterrupt and SystemExit still propagate, after the processes are
+gone, because the user or the scheduler asked us to stop.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.launch.cleanup import clear_run_dir, kill_run
+from harness.launch.command import launch_env
+from harness.launch.failure import explain_failure
+from harness.launch.spec import LaunchSettings
+from harness.launch.stall import Stall, find_stall
+from harness.rank import read_phases
+from harness.records import Failure, Status
+from harness import telemetry
+
+STALL_CHECK_PERIOD_S = 1.0
+POLL_PERIOD_S = 0.2
+
+
+class Sampler(Protocol):
+    """What runs beside a launch: harness.telemetry's sampler, or group.CaseSamplers."""
+
+    def start(self) -> Any: ...
+
+    def stop(self) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobOutcome:
+    """How one torchrun launch ended, whatever it ran."""
+
+    returncode: int | None
+    stall: Stall | None
+    """Set when the launch was killed: past its time limit, or a rank stopped making progress."""
+    elapsed_s: float
+    phases: dict[int, dict]
+    """Each rank's last phase file, read before the processes were killed."""
+    telemetry: Any = None
+    """The sampler's summary, when one ran beside the launch."""
+    started: float = 0.0
+    """time.time() when the launch began."""
+    status: Status = "ok"
+    """ok when the job finished and left its result; else failed, timeout or invalid (``failure`` says why)."""
+    failure: Failure | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(kw_only=True)
+class JobResult:
+    """What a job that writes its own result (the all-reduce sweep, the soak) measured, or why it did not."""
+
+    run_id: str
+    status: str
+    """ok, invalid (it ran, but its result is wrong), failed, timeout."""
+    failure: str | None = None
+    telemetry: dict | None = None
+    elapsed_s: float | None = None
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM (timeout(1), Slurm at a time limit, a CI runner cancelling) into KeyboardInterrupt,
+    so the launcher's cleanup stops every process it started, as on Ctrl-C."""
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _wait(proc: subprocess.Popen, launch: LaunchSettings, run_dir: Path, started: float,
+          timeout_s: float) -> Stall | None:
+    """Until the launch exits (None), passes its time limit or stalls (the Stall that stops it)."""
+    next_check = started
+    while proc.poll() is None:
+        now = time.time()
+        if now >= started + timeout_s:
+            return Stall(reason=f"the launch exceeded its {timeout_s:.0f} s limit")
+        if now >= next_check:
+            stall = find_stall(launch, read_phases(run_dir), started, now)
+            if stall is not None:
+                return stall
+            next_check = now + STALL_CHECK_PERIOD_S
+        time.sleep(POLL_PERIOD_S)
+    return None
+
+
+def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: str, *, result_file: str | None = None,
+            timeout_s: float | None = None, sampler: Sampler | None = None) -> JobOutcome:
+    """Run ``command`` (a torchrun launch) in ``run_dir`` within ``launch``'s bounds; kill all of it afterwards.
+
+    The job finished when torchrun exited 0 within its bounds and rank 0 left ``result_file`` in
+    ``run_dir`` (None: nothing to look for); otherwise the outcome's ``failure`` says why.
+    ``timeout_s`` overrides ``launch.timeout_s``; ``sampler`` (default: the telemetry sampler of
+    ``launch``) is started before the launch and stopped before the processes are killed.
+    """
+    clear_run_dir(run_dir, *([result_file] if result_file else []))
+    (run_dir / "command.json").write_text(json.dumps(command))
+    if sampler is None:
+        sampler = telemetry.sampler_for(launch.device, run_dir, enabled=launch.telemetry,
+                                        period_s=launch.telemetry_period_s)
+    limit_s = launch.timeout_s if timeout_s is None else timeout_s
+    started = time.time()
+    stall: Stall | None = None
+    sampler.start()
+    with open(run_dir / "torchrun.log", "w") as log:
+        proc = subprocess.Popen(command, env=launch_env(launch, run_id), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            stall = _wait(proc, launch, run_dir, started, limit_s)
+        finally:
+            # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike.
+            phases = read_phases(run_dir)
+            summary = sampler.stop()
+            kill_run(proc, run_id)
+    elapsed_s = time.time() - started
+    left_result = result_file is None or (run_dir / result_file).exists()
+    if stall is None and proc.returncode == 0 and left_result:
+        return JobOutcome(returncode=proc.returncode, stall=None, elapsed_s=elapsed_s, phases=phases,
+                          telemetry=summary, started=started)
+    status, failure = explain_failure(run_dir, returncode=proc.returncode, stall=stall, elapsed_s=elapsed_s,
+                                      phases=phases)
+    return JobOutcome(returncode=proc.returncode, stall=stall, elapsed_s=elapsed_s, phases=phases,
+                      telemetry=summary, started=started, status=status, failure=failure)

@@ -1,0 +1,140 @@
+"""The plan: what a worker module runs, written once by the launcher and read once by every rank;
+and the files its rank 0 leaves for the launcher when it is done.
+
+``python -m harness.workloads.ddp --plan plan.json`` (likewise .allreduce and .soak) is the only
+way a spec reaches a worker: the launcher's spec (harness/launch/spec.py, where the defaults
+live) resolves into one of these dataclasses, serialized to JSON in the run directory. A plan
+holds no defaults of its own: every value was decided by the spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from harness.records import Scaling, write_json_atomic
+
+Device = Literal["cuda", "cpu"]
+
+PLAN_FILE = "plan.json"
+RECORD_FILE = "record.json"
+"""The benchmark's run record (harness/records.py), in each case's directory."""
+ALLREDUCE_RESULT_FILE = "allreduce.json"
+SOAK_RESULT_FILE = "soak.json"
+SOAK_PROGRESS_FILE = "soak_windows.json"
+"""The soak's windows so far, rewritten after every window: a soak that dies still shows how far it got."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CasePlan:
+    """One benchmark case: model × precision × batch, and how to warm up and measure it."""
+
+    model: str
+    precision: str
+    scaling: Scaling
+    batch_size_per_gpu: int
+    global_batch_size: int
+    device: Device
+    warmup_seconds: float
+    max_warmup_seconds: float
+    min_warmup_steps: int
+    warmup_block_steps: int
+    measure_seconds: float
+    min_measure_steps: int
+    compute_probe_steps: int
+    compile: bool
+    peak_tflops: float | None
+    sync_each_step: bool
+    ci_target: float
+    """Adaptive window: stop once the 95 % CI half-width of throughput is at most this (relative),
+    after ``measure_seconds`` at least; 0 = a fixed window of ``measure_seconds``."""
+    max_measure_seconds: float
+    ci_block_seconds: float
+    run_dir: Path
+    """This case's directory: its record, a copy of its phase files, its failure files."""
+    run_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchmarkPlan:
+    """The cases of one launch, in order: process start, imports and process-group init are paid once."""
+
+    cases: tuple[CasePlan, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AllReducePlan:
+    """One all-reduce bus-bandwidth sweep: message sizes min_bytes, × factor, ... up to max_bytes."""
+
+    device: Device
+    min_bytes: int
+    max_bytes: int
+    factor: int
+    target_seconds: float
+    """Timed seconds per message size."""
+    warmup_iters: int
+    run_dir: Path
+    run_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SoakPlan:
+    """One burn-in: a training case for ``duration_seconds``, in windows of ``window_seconds``."""
+
+    model: str
+    precision: str
+    batch_size_per_gpu: int
+    device: Device
+    duration_seconds: float
+    window_seconds: float
+    warmup_seconds: float
+    run_dir: Path
+    run_id: str
+
+
+Plan = TypeVar("Plan", BenchmarkPlan, AllReducePlan, SoakPlan)
+
+
+def _to_json_value(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
+
+
+def _from_dict(kind: type, data: dict[str, Any]) -> Any:
+    if kind is BenchmarkPlan:
+        return BenchmarkPlan(cases=tuple(_from_dict(CasePlan, case) for case in data["cases"]))
+    return kind(**{**data, "run_dir": Path(data["run_dir"])})
+
+
+def write_plan(path: Path, plan: BenchmarkPlan | AllReducePlan | SoakPlan) -> None:
+    """``plan`` as JSON at ``path`` (atomically: every rank reads it)."""
+    if isinstance(plan, BenchmarkPlan):
+        data: dict[str, Any] = {"cases": [{k: _to_json_value(v) for k, v in dataclasses.asdict(case).items()}
+                                          for case in plan.cases]}
+    else:
+        data = {k: _to_json_value(v) for k, v in dataclasses.asdict(plan).items()}
+    write_json_atomic(path, json.dumps({"kind": type(plan).__name__, **data}, indent=1))
+
+
+def read_plan(path: Path, kind: type[Plan]) -> Plan:
+    """The plan at ``path``, which must be a ``kind``; a wrong or damaged file stops the worker saying so."""
+    try:
+        data = json.loads(Path(path).read_text())
+        if data.pop("kind", None) != kind.__name__:
+            raise ValueError(f"not a {kind.__name__}")
+        plan: Plan = _from_dict(kind, data)
+        return plan
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise SystemExit(f"{path}: not a readable {kind.__name__} ({err}); plans are written by the harness "
+                         "launcher (harness/launch/spec.py), not by hand") from None
+
+
+def plan_argument(argv: list[str] | None, module: str) -> Path:
+    """``--plan PLAN.json``, the one argument of every worker module."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) != 2 or args[0] != "--plan":
+        raise SystemExit(f"usage: python -m {module} --plan PLAN.json (written by the harness launcher)")
+    return Path(args[1])
