@@ -174,7 +174,7 @@ class HarnessSession:
     launches: int = 0
     results: dict = field(default_factory=dict)
     allreduce_runs: dict = field(default_factory=dict)
-    """GPU count -> harness.workloads.allreduce.AllReduceRun, measured once per session."""
+    """GPU count -> harness.launch.allreduce.AllReduceRun, measured once per session."""
     topology: dict | None = None
     soak_run: object | None = None
 
