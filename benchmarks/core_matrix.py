@@ -92,7 +92,8 @@ def main() -> int:
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         if not r.ok:
-            lines.append(f"| {r.model} | {r.precision} | {r.world_size} | {r.status}: {r.failure.reason[:80] if r.failure else ''} |||||||")
+            reason = r.failure.reason[:80] if r.failure else ""
+            lines.append(f"| {r.model} | {r.precision} | {r.world_size} | {r.status}: {reason} |||||||")
             continue
         ref = reference.get((r.model, r.precision, r.world_size))
         ref_tp = f"{ref['throughput_per_gpu']:.1f}" if ref else "—"
@@ -101,8 +102,8 @@ def main() -> int:
         ratio = f"{r.throughput_per_gpu / ref['throughput_per_gpu']:.3f}" if ref else "—"
         ci = f"{r.throughput_ci95_rel * 100:.2f} %" if r.throughput_ci95_rel is not None else "—"
         mfu = f"{r.mfu * 100:.1f} %" if r.mfu is not None else "—"
-        lines.append(f"| {r.model} | {r.precision} | {r.world_size} | {r.throughput_per_gpu:.1f} | {ref_tp} | {ratio} | "
-                     f"{r.step_time_ms.cv * 100:.2f} % | {ci} | {mfu} | {r.straggler_ratio:.3f} |")
+        lines.append(f"| {r.model} | {r.precision} | {r.world_size} | {r.throughput_per_gpu:.1f} | {ref_tp} | "
+                     f"{ratio} | {r.step_time_ms.cv * 100:.2f} % | {ci} | {mfu} | {r.straggler_ratio:.3f} |")
     if len(sync_rows) == 2 and all(rec.ok for _, rec in sync_rows):
         base, synced = sync_rows[0][1], sync_rows[1][1]
         lines.append("")

@@ -76,9 +76,7 @@ def measure(model_name: str, precision: str, batch: int, seconds: float, warmup_
     result = {"model": model_name, "precision": precision, "batch_size_per_gpu": batch, "world_size": world,
               "steps": steps, "seconds": elapsed.item(), "throughput_total": total,
               "throughput_per_gpu": total / world, "loss": float(loss.item())}
-    del ddp, model, optimizer, inputs, targets
-    torch.cuda.empty_cache()
-    return result
+    return result  # the model, optimizer and batch go with this frame; main empties the cache after
 
 
 def main() -> int:
@@ -97,6 +95,7 @@ def main() -> int:
     for config in ns.configs:
         model_name, precision, batch = config.split(":")
         results.append(measure(model_name, precision, int(batch), ns.seconds, ns.warmup_steps, device))
+        torch.cuda.empty_cache()  # the last configuration's blocks: the next one must find the memory free
         if dist.get_rank() == 0:
             r = results[-1]
             print(f"reference {r['model']} {r['precision']} x{r['world_size']}: "

@@ -49,8 +49,9 @@ def _add_run(sub) -> None:
 def cmd_run(ns: argparse.Namespace) -> int:
     from harness.launch.benchmark import run_benchmark
     from harness.launch.spec import BenchmarkSpec, LaunchSettings
+    from harness.workloads.plan import Device
 
-    device = ns.device or ("cuda" if _gpu_present() else "cpu")
+    device: Device = ns.device or ("cuda" if _gpu_present() else "cpu")
     if ns.scaling == "weak" and ns.batch_size is None:
         raise UsageError("weak scaling needs --batch-size (per GPU)")
     if ns.scaling == "strong" and ns.global_batch_size is None:

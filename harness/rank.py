@@ -271,7 +271,8 @@ class ProcessGroup:
 
 def start_process_group(device_kind: str, rank: Rank) -> ProcessGroup:
     """NCCL on this rank's GPU (its identity recorded in the phase file), or gloo on CPU."""
-    # torch is imported here, not at the top: this module stays light for the launcher's side.
+    # Imported here, not at the top: the launcher reads phase files through this module, and a worker
+    # is a rank (its log, its phase file, dying with torchrun) before torch loads.
     import torch
     import torch.distributed as dist
 

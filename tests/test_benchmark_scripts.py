@@ -36,7 +36,8 @@ def test_the_agents_command_starts_one_torchrun_per_node_and_fails_if_any_fails(
 
 
 def _run(verdicts, throughputs):
-    return {"verdicts": verdicts, "records": {name: {"throughput_per_gpu": value} for name, value in throughputs.items()}}
+    return {"verdicts": verdicts,
+            "records": {name: {"throughput_per_gpu": value} for name, value in throughputs.items()}}
 
 
 def test_signoff_stability_flags_a_changed_verdict_and_reports_each_spread():

@@ -12,6 +12,7 @@ import pytest
 from harness.workloads import compilecache
 from harness.records import RunRecord, Versions
 from harness.workloads.ddp_record import build_record
+from harness.workloads.models import MODELS
 
 from tests.test_worker_units import _args, _gathered  # noqa: F401 - the worker's raw per-rank facts
 
@@ -36,7 +37,8 @@ def test_combine_sums_over_ranks_and_names_the_ranks_that_compiled():
     cache = compilecache.combine([warm, cold, cold, cold])
     assert cache["aot_autograd_hits"] == 6 and cache["aot_autograd_misses"] == 18 and cache["fx_graph_misses"] == 18
     assert cache["ranks"] == 4 and cache["ranks_with_misses"] == [1, 2, 3]
-    assert compilecache.summary(cache) == "partly cached: 6 cache hits, 36 misses over 4 ranks; rank(s) 1, 2, 3 compiled"
+    assert compilecache.summary(cache) == ("partly cached: 6 cache hits, 36 misses over 4 ranks; "
+                                           "rank(s) 1, 2, 3 compiled")
     assert compilecache.combine([None, None]) is None
 
 
@@ -56,9 +58,8 @@ def test_the_record_keeps_the_sum_and_an_eager_record_none():
 
     def build(per_rank):
         gathered = [{**_gathered(rank, 50.0), "compile_cache": counts} for rank, counts in enumerate(per_rank)]
-        return build_record(_args(), spec=__import__("harness.workloads.models").workloads.models.MODELS["tiny_bert"], world_size=2,
-                            gathered=gathered, warmup_steps=10, warmup_s=1.0, measured_steps=40, phases_s={},
-                            nodes=1, versions=versions)
+        return build_record(_args(), spec=MODELS["tiny_bert"], world_size=2, gathered=gathered, warmup_steps=10,
+                            warmup_s=1.0, measured_steps=40, phases_s={}, nodes=1, versions=versions)
 
     record = build([_counts(aot_autograd_hits=5), _counts(aot_autograd_misses=5)])
     assert record.compile_cache["aot_autograd_hits"] == 5 and record.compile_cache["ranks_with_misses"] == [1]

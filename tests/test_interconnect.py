@@ -167,7 +167,8 @@ def test_busbw_at_the_largest_message_is_held_against_the_bound_for_its_gpu_coun
     checks = _by_name(allreduce_checks(_run(busbw=355.0), BOUNDS, missing_note="n/a"))
     bandwidth = checks["all-reduce bus bandwidth at 8 GiB"]
     assert bandwidth.passed is True and bandwidth.measured == 355.0 and bandwidth.bound == 326.0
-    slow = _by_name(allreduce_checks(_run(busbw=300.0), BOUNDS, missing_note="n/a"))["all-reduce bus bandwidth at 8 GiB"]
+    slow = _by_name(allreduce_checks(_run(busbw=300.0), BOUNDS,
+                                     missing_note="n/a"))["all-reduce bus bandwidth at 8 GiB"]
     assert slow.passed is False
     assert slow.describe("h200, all-reduce, 4 GPUs") == ("all-reduce bus bandwidth at 8 GiB 300.0 GB/s < 326.0 GB/s "
                                                          "(h200, all-reduce, 4 GPUs)")
@@ -184,7 +185,8 @@ def test_a_gpu_count_without_a_bound_is_measured_not_passed():
 def test_a_wrong_sum_fails_whatever_the_speed():
     checks = allreduce_checks(_run(busbw=999.0, correct=False, status="invalid"), BOUNDS, missing_note="n/a")
     assert [c.name for c in checks] == ["all-reduce sweep completed", "all-reduce results correct"]
-    assert checks[1].passed is False and "8 GiB: 17 wrong elements over all ranks (17 elements differ)" in checks[1].note
+    assert checks[1].passed is False
+    assert "8 GiB: 17 wrong elements over all ranks (17 elements differ)" in checks[1].note
 
 
 def test_a_failed_sweep_is_one_failed_check_with_the_reason():
@@ -264,7 +266,8 @@ def test_a_gpu_without_nvlink_fails_an_nvlink_profile():
 
 # --- the acceptance test through the plugin (fake sweep) -------------------------------------
 
-PROFILE = cpu_test_profile(sections="[interconnect]\nmin_allreduce_busbw_gbps = {{ 2 = {bound} }}\nsource = \"test busbw\"")
+PROFILE = cpu_test_profile(
+    sections="[interconnect]\nmin_allreduce_busbw_gbps = {{ 2 = {bound} }}\nsource = \"test busbw\"")
 
 
 class FakeSweep:
@@ -275,7 +278,8 @@ class FakeSweep:
     def __call__(self, spec, run_dir, *, run_id):
         self.specs.append(spec)
         rows = [{"size_bytes": size, "busbw_gbps": self.busbw, "algbw_gbps": self.busbw, "time_us": 10.0,
-                 "correct": True, "mismatches": 0} for size in message_sizes(spec.min_bytes, spec.max_bytes, spec.factor)]
+                 "correct": True, "mismatches": 0}
+                for size in message_sizes(spec.min_bytes, spec.max_bytes, spec.factor)]
         return AllReduceRun(gpus=spec.world_size, run_id=run_id, status="ok", rows=rows,
                             telemetry={"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"})
 
@@ -320,7 +324,8 @@ def test_allreduce_cases_come_from_the_gpu_counts_and_pass_against_the_bound(int
 def test_a_slow_interconnect_fails_with_measured_vs_bound(interconnect_suite):
     result, _ = interconnect_suite(0.05, 0.1)
     result.assert_outcomes(failed=1, skipped=2)
-    result.stdout.fnmatch_lines(["*all-reduce bus bandwidth at 4 MiB 0.050 GB/s < 0.100 GB/s (cpu-test, all-reduce, 2 ranks)*"])
+    result.stdout.fnmatch_lines(
+        ["*all-reduce bus bandwidth at 4 MiB 0.050 GB/s < 0.100 GB/s (cpu-test, all-reduce, 2 ranks)*"])
 
 
 def test_a_profile_without_an_interconnect_section_runs_no_sweep(interconnect_suite):
@@ -347,7 +352,8 @@ def test_a_real_gloo_sweep_measures_checks_and_cleans_up(tmp_path, assert_no_pro
         assert row["busbw_gbps"] == pytest.approx(busbw) and busbw > 0
         assert row["slowest_time_us"] >= row["time_us"] * 0.999
     assert run.result["backend"] == "gloo" and len(run.result["ranks"]) == 2
-    assert run.telemetry == {"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample", "period_s": 0.1}
+    assert run.telemetry == {"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample",
+                             "period_s": 0.1}
     checks = _by_name(allreduce_checks(run, InterconnectBounds(min_allreduce_busbw_gbps={2: 0.001}, source="t"),
                                        missing_note="n/a"))
     assert checks["all-reduce bus bandwidth at 1 MiB"].passed is True

@@ -165,9 +165,11 @@ def test_bad_spec_field_names_itself(field, value, message):
 
 # --- failure records from a dead launch (no torchrun) ------------------------------------------
 
-TORCHRUN_ROOT_CAUSE_LOG = """\
-[W0101 00:00:01.000000 99 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 1233 closing signal SIGTERM
-E0101 00:00:01.100000 99 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) local_rank: 3 (pid: 1234) of binary: /usr/bin/python
+TORCHRUN_ROOT_CAUSE_LOG = (
+    "[W0101 00:00:01.000000 99 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 1233 closing "
+    "signal SIGTERM\n"
+    "E0101 00:00:01.100000 99 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) "
+    "local_rank: 3 (pid: 1234) of binary: /usr/bin/python\n") + """\
 Traceback (most recent call last):
   File "/usr/lib/python3/site-packages/torch/distributed/run.py", line 900, in main
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
@@ -479,7 +481,8 @@ def test_the_worker_gets_the_adaptive_window_only_when_asked(tmp_path):
 
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"ci_target": 1.0}, "ci_target must be a fraction in"),
-    ({"ci_target": 0.01, "measure_seconds": 5, "max_measure_seconds": 4}, "max_measure_seconds .4. must be >= measure_seconds"),
+    ({"ci_target": 0.01, "measure_seconds": 5, "max_measure_seconds": 4},
+     "max_measure_seconds .4. must be >= measure_seconds"),
 ])
 def test_adaptive_window_fields_are_checked(overrides, message):
     with pytest.raises(ValueError, match=message):

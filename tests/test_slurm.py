@@ -182,7 +182,8 @@ def run_sbatch_script(tmp_path: Path, env: dict, *args: str) -> subprocess.Compl
 def fake_apptainer(tmp_path: Path) -> Path:
     """Records its arguments and HARNESS_STEP_WRAPPER, as `apptainer exec` would have received them."""
     script = tmp_path / "apptainer"
-    script.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$0.args"\nprintf "%s" "$HARNESS_STEP_WRAPPER" > "$0.wrapper"\n')
+    script.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$0.args"\n'
+                      'printf "%s" "$HARNESS_STEP_WRAPPER" > "$0.wrapper"\n')
     script.chmod(0o755)
     return script
 
@@ -200,7 +201,8 @@ def test_sbatch_script_says_how_to_get_a_python(tmp_path):
 def test_sbatch_script_in_a_container_on_one_node(tmp_path):
     apptainer = fake_apptainer(tmp_path)
     (tmp_path / "h.sif").write_text("")
-    done = run_sbatch_script(tmp_path, {"HARNESS_CONTAINER": str(tmp_path / "h.sif"), "HARNESS_APPTAINER": str(apptainer),
+    done = run_sbatch_script(tmp_path, {"HARNESS_CONTAINER": str(tmp_path / "h.sif"),
+                                        "HARNESS_APPTAINER": str(apptainer),
                                         "HARNESS_REPORT_DIR": str(tmp_path / "out"), "SLURM_JOB_NUM_NODES": "1"},
                              "--models", "resnet50")
     assert done.returncode == 0, done.stderr
@@ -318,12 +320,14 @@ def harness_plans_multinode_cases() -> bool:
 def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
     """slurm/acceptance.sbatch on 2 nodes: the plugin plans a 2x1 case and the harness launches it with srun."""
     if not harness_plans_multinode_cases():
-        pytest.skip("harness.launch does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
+        pytest.skip("harness.launch does not launch multi-node runs through harness.launch.slurm yet "
+                    "(docs/slurm.md, wiring)")
     reports = tmp_path / "reports"
     output = submit(cluster, tmp_path, "--nodes=2", str(SBATCH), "--models", "tiny_bert", "--precisions", "fp32",
                     "--gpus", "1", "-k", "test_weak_scaling", "--harness-warmup-seconds", "1",
                     "--harness-measure-seconds", "2",
-                    env={"HARNESS_HOME": str(REPO), "HARNESS_PYTHON": sys.executable, "HARNESS_REPORT_DIR": str(reports),
+                    env={"HARNESS_HOME": str(REPO), "HARNESS_PYTHON": sys.executable,
+                         "HARNESS_REPORT_DIR": str(reports),
                          # both "nodes" share this machine's cores: one thread per rank, not one per core
                          "OMP_NUM_THREADS": "1"})
     assert "Slurm job" in output and "n1, n2" in output, output
@@ -344,7 +348,8 @@ def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
 def test_plugin_plans_multinode_cases_in_a_slurm_job(tmp_path):
     """In a 2-node allocation the matrix gains 2xN cases (collected only: nothing is launched)."""
     if not harness_plans_multinode_cases():
-        pytest.skip("harness.launch does not launch multi-node runs through harness.launch.slurm yet (docs/slurm.md, wiring)")
+        pytest.skip("harness.launch does not launch multi-node runs through harness.launch.slurm yet "
+                    "(docs/slurm.md, wiring)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PYTEST_"))}
     env |= {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_ON_NODE": "2"}
     done = subprocess.run([sys.executable, "-m", "pytest", "acceptance", "--collect-only", "-q", "--hardware", "cpu",

@@ -199,7 +199,8 @@ def group_run(tmp_path_factory, fast_spec):
     from harness.launch.group import run_benchmark_group
 
     crash = {"HARNESS_FAULT": "kind=crash,rank=1,phase=measure,step=2,model=resnet18"}
-    specs = [fast_spec(gpus_per_node=2, model=model, extra_env=crash) for model in ("tiny_bert", "resnet18", "tiny_bert")]
+    specs = [fast_spec(gpus_per_node=2, model=model, extra_env=crash)
+             for model in ("tiny_bert", "resnet18", "tiny_bert")]
     specs[2] = fast_spec(gpus_per_node=2, model="tiny_bert", batch_size_per_gpu=8, extra_env=crash)
     root = tmp_path_factory.mktemp("group")
     run_dirs = [root / f"case{i}" for i in range(3)]

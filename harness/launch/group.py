@@ -58,7 +58,7 @@ def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_id
     for run_dir in run_dirs:
         clear_run_dir(run_dir)
     plan = BenchmarkPlan(cases=tuple(spec.case_plan(run_dir, run_id)
-                                     for spec, run_dir, run_id in zip(specs, run_dirs, run_ids)))
+                                     for spec, run_dir, run_id in zip(specs, run_dirs, run_ids, strict=True)))
     command = prepare_group_launch(plan, launch_dir, specs[0].launch)
     launch_id = f"{launch_dir.name}-{os.getpid()}-{int(time.time())}"
     # The stall rule bounds each case; the whole launch may take what its cases may take together.
@@ -73,7 +73,7 @@ def _records_of_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_ids:
     """Each case's final record (written once, with its telemetry), up to the first that has none."""
     records: list[RunRecord] = []
     previous_end = outcome.started
-    for index, (spec, run_dir, run_id) in enumerate(zip(specs, run_dirs, run_ids)):
+    for index, (spec, run_dir, run_id) in enumerate(zip(specs, run_dirs, run_ids, strict=True)):
         record_path = run_dir / RECORD_FILE
         summary = (outcome.telemetry or {}).get(str(run_dir)) or telemetry.unavailable(
             "the launch ended before this case began", period_s=spec.launch.telemetry_period_s)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from harness.catalog import MODELS, PRECISIONS
 from harness.cases import CaseId
 from harness.records import Scaling
 from harness.workloads.busbw import GIB, MIB, message_sizes
@@ -55,9 +56,6 @@ def check_positive_seconds(spec: object, *names: str) -> None:
 
 
 def check_model_and_precision(model: str, precision: str) -> None:
-    # The model registry imports torch: imported here so that a spec module without a model stays light.
-    from harness.workloads.models import MODELS, PRECISIONS
-
     if model not in MODELS:
         raise ValueError(f"model {model!r} is unknown; known models: {', '.join(MODELS)}")
     if precision not in PRECISIONS:

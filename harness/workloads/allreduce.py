@@ -17,6 +17,9 @@ Time per all-reduce is the mean over ranks, as nccl-tests reports it (its ``-a 1
 slowest rank's time is kept too; bandwidths as harness/workloads/busbw.py defines them. Rank 0
 also records which GPU pairs torch says can access each other (``torch.cuda.can_device_access_peer``).
 The launcher's side is harness/launch/allreduce.py; the checks, harness/checks/interconnect.py.
+
+torch comes from the process group (harness.rank.start_process_group imports it), so this module
+stays light: the rank's log and phase file exist, and it dies with torchrun, before torch loads.
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Any
-
-import torch
 
 from harness.rank import ProcessGroup, Rank, run_rank, start_process_group
 from harness.records import write_json_atomic
@@ -114,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
 def seconds_per_allreduce(group: ProcessGroup, buffer: Any, iters: int) -> float:
     """Seconds per all-reduce over ``iters`` back-to-back calls; the host waits only at the end."""
     if group.cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        event = group.torch.cuda.Event
+        start, end = event(enable_timing=True), event(enable_timing=True)
         start.record()
         for _ in range(iters):
             group.dist.all_reduce(buffer)
@@ -129,7 +131,7 @@ def seconds_per_allreduce(group: ProcessGroup, buffer: Any, iters: int) -> float
 
 def measure_size(plan: AllReducePlan, group: ProcessGroup, rank: Rank, size: int) -> dict:
     """One message size: the checked all-reduce, then the timed ones; one row of the result."""
-    dist, world_size = group.dist, rank.world_size
+    torch, dist, world_size = group.torch, group.dist, rank.world_size
     buffer = torch.empty(size // 4, dtype=torch.float32, device=group.device)
     fill_pattern(torch, buffer, rank.rank)
     dist.all_reduce(buffer)
@@ -151,7 +153,7 @@ def measure_size(plan: AllReducePlan, group: ProcessGroup, rank: Rank, size: int
 
 def sweep(plan: AllReducePlan, rank: Rank) -> None:
     group = start_process_group(plan.device, rank)
-    dist = group.dist
+    torch, dist = group.torch, group.dist
     rows = []
     dist.barrier()
     group.sync()

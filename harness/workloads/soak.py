@@ -10,102 +10,30 @@ thermal or hardware-slowdown throttling, new ECC errors, a temperature above the
 bound, or throughput decay: the last window slower than the first by more than
 ``[soak] max_throughput_decay`` (harness/checks/soak.py).
 
-This is the torchrun worker: the same model registry and training recipe as the benchmark
-(harness/workloads/ddp.py), but a loop that runs for a duration and reports each window (one host
-sync and one all-reduce per window, never per step). The launcher's side is harness/launch/soak.py.
+This is the torchrun worker: the same model registry and training recipe as the benchmark, its
+loop in harness/workloads/soak_loop.py. The launcher's side is harness/launch/soak.py.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import sys
-import time
-from typing import Any
 
-import torch
-
-from harness.rank import SEED, ProcessGroup, Rank, run_rank, start_process_group
-from harness.records import write_json_atomic
-from harness.workloads import recipe
-from harness.workloads.models import get_model
-from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE, SoakPlan, plan_argument, read_plan
-from harness.workloads.soak_windows import window_count
-
-WARMUP_BLOCK_STEPS = 5
-MIN_WARMUP_STEPS = 10
-MIN_WINDOW_STEPS = 5
+from harness.rank import Rank, run_rank
+from harness.workloads.plan import SoakPlan, plan_argument, read_plan
 
 
 def main(argv: list[str] | None = None) -> int:
     plan_path = plan_argument(argv, "harness.workloads.soak")
     plan = read_plan(plan_path, SoakPlan)
-    return run_rank("soak", plan.run_dir, lambda rank: soak(plan, rank))
+    return run_rank("soak", plan.run_dir, lambda rank: run(plan, rank))
 
 
-def warm_up(plan: SoakPlan, step: recipe.TrainStep, group: ProcessGroup, rank: Rank) -> float:
-    """Synced blocks (not measured) for at least MIN_WARMUP_STEPS and warmup_seconds; then one more
-    block whose time, the slowest rank's, sizes the windows. Returns that step time in seconds."""
-    rank.phase.write("warmup")
-    began, steps = time.perf_counter(), 0
-    while steps < MIN_WARMUP_STEPS or time.perf_counter() - began < plan.warmup_seconds:
-        block = time.perf_counter()
-        for _ in range(WARMUP_BLOCK_STEPS):
-            step()
-        group.sync()
-        steps += WARMUP_BLOCK_STEPS
-        rank.phase.write("warmup", expected_s=time.perf_counter() - block)
-    block = time.perf_counter()
-    for _ in range(WARMUP_BLOCK_STEPS):
-        step()
-    group.sync()
-    return group.across_ranks((time.perf_counter() - block) / WARMUP_BLOCK_STEPS, group.dist.ReduceOp.MAX)
+def run(plan: SoakPlan, rank: Rank) -> None:
+    # Imported here, not at the top: this rank's log and phase file exist, and it dies with torchrun,
+    # before torch and the models load (a failing import says so in the rank's log).
+    from harness.workloads import soak_loop
 
-
-def soak(plan: SoakPlan, rank: Rank) -> None:
-    group = start_process_group(plan.device, rank)
-    dist = group.dist
-    if group.cuda:
-        torch.backends.cudnn.benchmark = True
-    model = get_model(plan.model)
-    torch.manual_seed(SEED + rank.rank)
-    ddp = recipe.build_ddp(model, group.device)
-    step = recipe.TrainStep(ddp, ddp.parameters(), model, plan.precision, group.device, plan.batch_size_per_gpu)
-    loss_sum = torch.zeros((), device=group.device, dtype=torch.float32)
-    step_s = warm_up(plan, step, group, rank)
-    steps_per_window = max(MIN_WINDOW_STEPS, math.ceil(plan.window_seconds / step_s))
-    samples_per_window = plan.batch_size_per_gpu * rank.world_size * steps_per_window
-    windows = window_count(plan.duration_seconds, plan.window_seconds)
-
-    dist.barrier()
-    group.sync()
-    rank.phase.write("measure", expected_s=steps_per_window * step_s)
-    results: list[dict] = []
-    last = time.perf_counter()
-    for index in range(windows):
-        for _ in range(steps_per_window):
-            loss_sum += step()
-        group.sync()
-        slowest = group.across_ranks(time.perf_counter() - last, dist.ReduceOp.MAX)
-        last = time.perf_counter()  # the all-reduce above belongs to no window
-        results.append({"window": index, "seconds": slowest, "throughput": samples_per_window / slowest,
-                        "end_time": time.time()})
-        rank.phase.write("measure", expected_s=steps_per_window * step_s)  # heartbeat for hang detection
-        if rank.rank == 0:
-            write_json_atomic(plan.run_dir / SOAK_PROGRESS_FILE, json.dumps(results))
-            print(f"[harness soak] window {index + 1}/{windows}: {samples_per_window / slowest:,.1f} "
-                  f"{model.sample_unit}/s in {slowest:.1f} s", flush=True)
-    finite = group.across_ranks(float(bool(torch.isfinite(loss_sum).item())), dist.ReduceOp.MIN) == 1.0
-    rank.phase.write("gather", expected_s=1.0)
-    if rank.rank == 0:
-        result: dict[str, Any] = {
-            "status": "ok" if finite else "invalid", "loss_finite": finite, "model": plan.model,
-            "precision": plan.precision, "batch_size_per_gpu": plan.batch_size_per_gpu, "world_size": rank.world_size,
-            "sample_unit": model.sample_unit, "steps_per_window": steps_per_window, "estimated_step_s": step_s,
-            "windows": results}
-        write_json_atomic(plan.run_dir / SOAK_RESULT_FILE, json.dumps(result, indent=1))
-    dist.barrier()
-    dist.destroy_process_group()
+    soak_loop.soak(plan, rank)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ the sync and the cross-rank vote as functions, so nothing here imports torch.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from typing import Any, Callable
@@ -146,7 +147,7 @@ class HostWindowTimer:
         self._stamps.append(time.perf_counter())
 
     def finish(self) -> list[float]:
-        return [(b - a) * 1000.0 for a, b in zip(self._stamps, self._stamps[1:])]
+        return [(b - a) * 1000.0 for a, b in itertools.pairwise(self._stamps)]
 
 
 def window_timer(cuda: bool, steps: int, torch: Any) -> CudaWindowTimer | HostWindowTimer:

@@ -1,13 +1,12 @@
 """Run inside a Slurm batch job (tests/test_slurm.py): one short CPU benchmark on every node of the
-allocation, launched as the harness documents it: harness.launch.slurm's srun prefix + harness.launch.command's
-torchrun command (its plan written beside it) with a c10d rendezvous on the first node. Writes RUN_DIR/record.json (rank 0) and
-RUN_DIR/launch.json (what was run, and what the batch script saw).
+allocation, launched as the harness documents it: harness.launch.slurm's srun prefix + the torchrun
+command of harness.launch.command (its plan written beside it) with a c10d rendezvous on the first node.
+Writes RUN_DIR/record.json (rank 0) and RUN_DIR/launch.json (what was run, and what the batch script saw).
 
     python tests/data/slurm_multinode_launch.py RUN_DIR
 """
 
 import json
-import os
 import socket
 import subprocess
 import sys
