@@ -16,8 +16,6 @@ import socket
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Literal, Sequence
 
-import torch
-import torch.cuda.nccl
 
 from harness.node.nvml import GIB_BYTES, installed_pynvml, nvml_text
 
@@ -105,6 +103,10 @@ def detect(nvml: Any = None) -> Hardware:
     recorded. Raises HardwareError when NVML works but cannot read a visible GPU (a lost GPU is a
     finding, not a reason to fall back to CPU) or when ``CUDA_VISIBLE_DEVICES`` names MIG instances.
     """
+    # Late: the launcher side (plugin, profiles, reports) must import without torch; only
+    # detection reads torch's build facts.
+    import torch
+
     cuda_visible_devices = os.environ.get("CUDA_VISIBLE_DEVICES")
     common = dict(
         hostname=socket.gethostname(),
@@ -267,6 +269,8 @@ def cuda_version_text(cuda_version: int) -> str:
 
 def nccl_version_text() -> str | None:
     """The NCCL version torch links against, or None when torch has no NCCL (CPU builds)."""
+    import torch.cuda.nccl  # late, as in detect()
+
     try:
         # Reads a compiled-in constant: it does not initialise CUDA.
         return format_nccl_version(torch.cuda.nccl.version())

@@ -1,0 +1,103 @@
+"""The package keeps the shape docs/architecture.md draws: small modules, short functions, no import
+cycles, and a launcher side that never imports torch (it must start fast and run where the
+workers' CUDA stack is broken, to say so)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "harness"
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+# The launcher side and everything that judges or reports: importing them must not import torch.
+LIGHT = ("harness/cli.py", "harness/cases.py", "harness/catalog.py", "harness/records.py", "harness/profile/",
+         "harness/plugin/", "harness/launch/", "harness/checks/", "harness/report/", "harness/fleet/")
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _top_level_imports(path: Path, module: str) -> set[str]:
+    """harness modules imported at module level (not inside functions, not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for child in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else []:
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + ([base] if base else []))
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in child.names)
+    return {name for name in found if name in MODULES or name.split(".")[0] == "torch"}
+
+
+def test_no_module_is_over_the_size_a_reader_takes_in():
+    too_long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
+
+
+def test_no_function_is_over_the_length_a_reader_takes_in():
+    too_long = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines: {too_long}"
+
+
+def test_module_level_imports_form_no_cycle():
+    graph = {name: {i for i in _top_level_imports(path, name) if i in MODULES and i != name}
+             for name, path in MODULES.items()}
+    # A package's __init__ is imported on the way to its submodules; that is not a cycle of ours.
+    graph = {name: {i for i in deps if not name.startswith(i + ".")} for name, deps in graph.items()}
+    cycles = []
+
+    def visit(node: str, stack: list[str], done: set[str]) -> None:
+        if node in stack:
+            cycles.append(" -> ".join(stack[stack.index(node):] + [node]))
+            return
+        if node in done:
+            return
+        done.add(node)
+        for dep in sorted(graph[node]):
+            visit(dep, stack + [node], done)
+
+    done: set[str] = set()
+    for name in sorted(graph):
+        visit(name, [], done)
+    assert not cycles, "import cycles: " + "; ".join(cycles)
+
+
+@pytest.mark.parametrize("module", sorted(n for n, p in MODULES.items()
+                                          if any(str(p.relative_to(PACKAGE.parent)).startswith(light) for light in LIGHT)))
+def test_the_launcher_side_imports_no_torch(module):
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        imports = _top_level_imports(MODULES[name], name) if name in MODULES else set()
+        torch = sorted(i for i in imports if i.split(".")[0] == "torch")
+        assert not torch, f"{module} imports {torch[0]} at module level (through {name})"
+        todo.extend(i for i in imports if i in MODULES)
