@@ -8,13 +8,24 @@ report, never counted as passed, and it does not fail the test on its own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.records import RunRecord
+from harness import telemetry as tm
+from harness.node.nvml import FAULT_REASONS
 from harness.profile.bounds import CaseBounds
+from harness.records import RunRecord
 
 CheckKind = Literal["sanity", "performance", "health"]
+
+_NOT_KEY_CHARACTERS = re.compile(r"[^a-z0-9]+")
+_KEY = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
+
+
+def key_of(name: str) -> str:
+    """The snake_case slug of a check's name: ``per-GPU throughput`` -> ``per_gpu_throughput``."""
+    return _NOT_KEY_CHARACTERS.sub("_", name.lower()).strip("_")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,6 +41,16 @@ class Check:
     note: str = ""
     source: str = ""
     """Where the bound came from (the profile entry's stated source)."""
+    key: str = ""
+    """Stable machine name (snake_case), what the report and compare match checks by; empty: the
+    slug of ``name``. Give one explicitly where the name may change (wording, a size in it)."""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", key_of(self.name))
+        if not _KEY.fullmatch(self.key):
+            raise ValueError(f"check key {self.key!r} (of {self.name!r}) must be snake_case: lower-case letters, "
+                             "digits and single underscores, starting with a letter")
 
     @property
     def evaluated(self) -> bool:
@@ -48,7 +69,7 @@ class Check:
         return f"{self.name} {_fmt(self.measured)}{unit} {shown} {_fmt(self.bound)}{unit}{where} ({context})"
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "measured": self.measured, "bound": self.bound,
+        return {"key": self.key, "name": self.name, "kind": self.kind, "measured": self.measured, "bound": self.bound,
                 "unit": self.unit, "comparison": self.comparison, "passed": self.passed, "note": self.note,
                 "source": self.source}
 
@@ -59,27 +80,27 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
-def _bounded(name: str, kind: CheckKind, measured: float | None, bound: float | None, unit: str,
+def _bounded(key: str, name: str, kind: CheckKind, measured: float | None, bound: float | None, unit: str,
              comparison: Literal[">=", "<="], source: str, missing_note: str) -> Check | None:
     """A check against an optional bound: no bound in the profile → no check at all."""
     if bound is None:
         return None
     if measured is None:
-        return Check(name=name, kind=kind, measured=None, bound=bound, unit=unit, comparison=comparison,
+        return Check(key=key, name=name, kind=kind, measured=None, bound=bound, unit=unit, comparison=comparison,
                      passed=None, note=missing_note, source=source)
     passed = measured >= bound if comparison == ">=" else measured <= bound
-    return Check(name=name, kind=kind, measured=measured, bound=bound, unit=unit, comparison=comparison,
+    return Check(key=key, name=name, kind=kind, measured=measured, bound=bound, unit=unit, comparison=comparison,
                  passed=passed, source=source)
 
 
 def sanity_checks(record: RunRecord) -> list[Check]:
     """The run must have completed with finite losses before its speed means anything."""
-    completed = Check(name="run completed", kind="sanity", measured=None, bound=None, unit="", comparison="==",
+    completed = Check(key="run_completed", name="run completed", kind="sanity", measured=None, bound=None, unit="", comparison="==",
                       passed=record.status in ("ok", "invalid"),
                       note=record.failure.reason if record.failure and record.status not in ("ok", "invalid") else "")
     checks = [completed]
     if completed.passed:
-        checks.append(Check(name="loss finite", kind="sanity", measured=None, bound=None, unit="", comparison="==",
+        checks.append(Check(key="loss_finite", name="loss finite", kind="sanity", measured=None, bound=None, unit="", comparison="==",
                             passed=bool(record.loss_finite),
                             note="" if record.loss_finite else (record.failure.reason if record.failure else
                                                                 "non-finite loss")))
@@ -89,10 +110,10 @@ def sanity_checks(record: RunRecord) -> list[Check]:
 def health_checks(record: RunRecord, bounds: CaseBounds, telemetry_note: str) -> list[Check]:
     checks = []
     if record.world_size > 1:
-        checks.append(_bounded("straggler ratio (slowest/fastest rank)", "health", record.straggler_ratio,
+        checks.append(_bounded("straggler_ratio", "straggler ratio (slowest/fastest rank)", "health", record.straggler_ratio,
                                bounds.max_straggler_ratio, "", "<=", bounds.source, "no per-rank timing"))
     cv = record.step_time_ms.cv if record.step_time_ms else None
-    checks.append(_bounded("step-time CV", "health", cv, bounds.max_step_time_cv, "", "<=", bounds.source,
+    checks.append(_bounded("step_time_cv", "step-time CV", "health", cv, bounds.max_step_time_cv, "", "<=", bounds.source,
                            "no step times"))
     checks += telemetry_checks(record.telemetry, min_gpu_utilization_pct=bounds.min_gpu_utilization_pct,
                                min_power_fraction_of_limit=bounds.min_power_fraction_of_limit,
@@ -114,19 +135,17 @@ def telemetry_checks(telemetry: dict | None, *, min_gpu_utilization_pct: float |
     is not evaluated, with the reason; a GPU that reported no value makes a check not evaluated
     rather than passed.
     """
-    from harness import telemetry as tm
-
     usable = telemetry if tm.is_ok(telemetry) else None
     note = tm.not_available_reason(telemetry, missing_note)
     checks = []
     if min_gpu_utilization_pct is not None:
-        checks.append(_per_gpu_check("mean GPU utilization", usable, lambda g: g["reduced"].get("util_pct"),
+        checks.append(_per_gpu_check("gpu_utilization", "mean GPU utilization", usable, lambda g: g["reduced"].get("util_pct"),
                                      min_gpu_utilization_pct, "%", ">=", source, note))
     if min_power_fraction_of_limit is not None:
-        checks.append(_per_gpu_check("mean power / power limit", usable, _power_fraction,
+        checks.append(_per_gpu_check("power_fraction_of_limit", "mean power / power limit", usable, _power_fraction,
                                      min_power_fraction_of_limit, "", ">=", source, note))
     if max_temperature_c is not None:
-        checks.append(_per_gpu_check("max GPU temperature", usable, lambda g: g["reduced"].get("temperature_c"),
+        checks.append(_per_gpu_check("gpu_temperature", "max GPU temperature", usable, lambda g: g["reduced"].get("temperature_c"),
                                      max_temperature_c, "°C", "<=", source, note))
     checks.append(_throttle_check(usable, note))
     checks.append(_ecc_check(usable, note))
@@ -139,16 +158,14 @@ def _power_fraction(gpu: dict) -> float | None:
 
 
 def _gpu_name(gpu: dict) -> str:
-    from harness.telemetry import gpu_label
-
-    return gpu_label(gpu.get("index"), gpu.get("uuid"))
+    return tm.gpu_label(gpu.get("index"), gpu.get("uuid"))
 
 
-def _per_gpu_check(name: str, telemetry: dict | None, value_of, bound: float, unit: str,
+def _per_gpu_check(key: str, name: str, telemetry: dict | None, value_of, bound: float, unit: str,
                    comparison: Literal[">=", "<="], source: str, note: str) -> Check:
     """The worst GPU against the bound; the note names every GPU that missed (or the worst one)."""
     def missing(why: str) -> Check:
-        return Check(name=name, kind="health", measured=None, bound=bound, unit=unit, comparison=comparison,
+        return Check(key=key, name=name, kind="health", measured=None, bound=bound, unit=unit, comparison=comparison,
                      passed=None, note=why, source=source)
 
     if telemetry is None:
@@ -165,13 +182,13 @@ def _per_gpu_check(name: str, telemetry: dict | None, value_of, bound: float, un
     shown_unit = f" {unit}" if unit else ""
     if missed:
         where = ", ".join(f"{_gpu_name(g)} {_fmt(v)}{shown_unit}" for g, v in missed)
-        return Check(name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
+        return Check(key=key, name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
                      passed=False, note=where, source=source)
     if unknown:
-        return Check(name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
+        return Check(key=key, name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
                      passed=None, source=source,
                      note=f"no value from {', '.join(_gpu_name(g) for g in unknown)}" + _unsupported_note(unknown))
-    return Check(name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
+    return Check(key=key, name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
                  passed=True, note=f"worst: {_gpu_name(worst_gpu)}", source=source)
 
 
@@ -182,13 +199,12 @@ def _unsupported_note(gpus: list[dict]) -> str:
 
 
 def _throttle_check(telemetry: dict | None, note: str) -> Check:
-    from harness.node.nvml import FAULT_REASONS
-
     name = "no thermal / hardware-slowdown throttling"
 
     def result(passed: bool | None, why: str) -> Check:
-        return Check(name=name, kind="health", measured=None, bound=None, unit="", comparison="==", passed=passed,
-                     note=why, source="harness rule: a healthy GPU never slows itself for heat or a hardware signal")
+        return Check(key="throttling", name=name, kind="health", measured=None, bound=None, unit="",
+                     comparison="==", passed=passed, note=why,
+                     source="harness rule: a healthy GPU never slows itself for heat or a hardware signal")
 
     if telemetry is None:
         return result(None, note)
@@ -218,8 +234,9 @@ def _ecc_check(telemetry: dict | None, note: str) -> Check:
     name = "no new ECC errors"
 
     def result(passed: bool | None, why: str) -> Check:
-        return Check(name=name, kind="health", measured=None, bound=None, unit="", comparison="==", passed=passed,
-                     note=why, source="harness rule: volatile ECC counters must not grow during the window")
+        return Check(key="ecc_errors", name=name, kind="health", measured=None, bound=None, unit="",
+                     comparison="==", passed=passed, note=why,
+                     source="harness rule: volatile ECC counters must not grow during the window")
 
     if telemetry is None:
         return result(None, note)
@@ -252,13 +269,13 @@ def weak_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: C
     checks = sanity_checks(record)
     if not all(c.passed for c in checks):
         return checks
-    throughput = _bounded("per-GPU throughput", "performance", record.throughput_per_gpu,
+    throughput = _bounded("throughput_per_gpu", "per-GPU throughput", "performance", record.throughput_per_gpu,
                           bounds.min_samples_per_sec_per_gpu, f"{record.sample_unit}/s", ">=", bounds.source,
                           "no measurement")
     checks += [throughput] if throughput is not None else []
     if record.world_size > 1:
         efficiency, note = weak_efficiency(record, baseline)
-        checks.append(_scaling_check("weak-scaling efficiency", efficiency, note, bounds.min_weak_efficiency,
+        checks.append(_scaling_check("weak_efficiency", "weak-scaling efficiency", efficiency, note, bounds.min_weak_efficiency,
                                      record.world_size, bounds.source))
     return checks + health_checks(record, bounds, telemetry_note)
 
@@ -271,18 +288,18 @@ def strong_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds:
         return checks
     speedup, note = strong_speedup(record, baseline)
     efficiency = speedup / record.world_size if speedup is not None else None
-    checks.append(_scaling_check("strong-scaling efficiency", efficiency, note, bounds.min_strong_efficiency,
+    checks.append(_scaling_check("strong_efficiency", "strong-scaling efficiency", efficiency, note, bounds.min_strong_efficiency,
                                  record.world_size, bounds.source))
     return checks + health_checks(record, bounds, telemetry_note)
 
 
-def _scaling_check(name: str, measured: float | None, note: str, bound_by_gpus: dict[int, float],
+def _scaling_check(key: str, name: str, measured: float | None, note: str, bound_by_gpus: dict[int, float],
                    world_size: int, source: str) -> Check:
     """An efficiency check; a GPU count the profile has no bound for is reported, never passed."""
-    check = _bounded(name, "performance", measured, bound_by_gpus.get(world_size), "", ">=", source, note)
+    check = _bounded(key, name, "performance", measured, bound_by_gpus.get(world_size), "", ">=", source, note)
     if check is not None:
         return check
-    return Check(name=name, kind="performance", measured=measured, bound=None, unit="", comparison=">=",
+    return Check(key=key, name=name, kind="performance", measured=measured, bound=None, unit="", comparison=">=",
                  passed=None, source=source, note=f"the profile has no bound for {world_size} GPUs")
 
 
