@@ -1,0 +1,91 @@
+"""What a session knows from its start and never changes: options, profile, node, run directory.
+
+Every runner of the plugin (benchmark cases, the all-reduce sweep, the topology, the soak) reads
+the same ``SessionContext``; none of them reads the command line or the hardware again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.cases import CaseId
+from harness.launch.slurm import SlurmAllocation
+from harness.plugin.options import HarnessOptions
+
+from harness.profile.bounds import Profile
+
+if TYPE_CHECKING:  # harness.node imports torch (versions, CUDA device order): see busy_gpus
+    from harness.node.hardware import Hardware
+    from harness.node.processes import GpuProcess
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionContext:
+    options: HarnessOptions
+    profile: Profile
+    """The threshold profile in force."""
+    hardware: Hardware
+    """What detection found on this node."""
+    available_gpus: int
+    """GPUs this node can use; CPU cores on a CPU profile."""
+    allocation: SlurmAllocation | None
+    """The Slurm allocation when the driver runs in a Slurm job."""
+    run_id: str
+    run_dir: Path
+    started_at: str
+    """UTC, ISO 8601, to the second."""
+
+    @property
+    def device(self) -> str:
+        return self.profile.hardware.device
+
+    @property
+    def rank_unit(self) -> str:
+        """What one rank is: a GPU, or on a CPU profile a CPU rank."""
+        return "GPU" if self.device == "cuda" else "rank"
+
+    @property
+    def core_unit(self) -> str:
+        """What a case needs one of per rank, as a skip reason says it."""
+        return "GPUs" if self.device == "cuda" else "CPU cores"
+
+    def log_dir(self, label: str) -> Path:
+        return self.run_dir / "logs" / label
+
+    def record_path(self, label: str) -> Path:
+        return self.run_dir / "runs" / f"{label}.json"
+
+    def describe(self, case: CaseId) -> str:
+        """A check's context line: ``h200, resnet50 bf16, 4 GPUs``."""
+        gpus = f"{case.gpus} {self.rank_unit}{'' if case.gpus == 1 else 's'}"
+        if case.nodes > 1:
+            gpus = f"{case.nodes} nodes x {gpus}"
+        return f"{self.profile.name}, {case.model} {case.precision}, {gpus}"
+
+    def telemetry_note(self) -> str:
+        """Why a check that needs telemetry could not be evaluated, when the run record does not say."""
+        if self.device == "cpu":
+            return "no GPU telemetry on a CPU run"
+        if not self.options.telemetry:
+            return "GPU telemetry was switched off (--harness-telemetry off)"
+        return "no GPU telemetry was recorded for this run"
+
+    def busy_gpus(self, count: int) -> list[GpuProcess]:
+        """Foreign processes on the GPUs a launch of ``count`` ranks will use (CUDA order); this node's
+        only: srun's other nodes are not looked at."""
+        if self.device != "cuda":
+            return []
+        # Late import: harness.node.processes imports harness.node.hardware, which imports torch,
+        # and every pytest session loads this plugin (pytest11); only a GPU session gets here.
+        from harness.node.processes import gpu_processes
+
+        return gpu_processes(self.hardware.gpus[:count])
+
+
+def busy_message(busy: list[GpuProcess]) -> str:
+    """Why a launch on busy GPUs was refused: each GPU (index, UUID) and the processes holding it."""
+    from harness.node.processes import busy_gpu_message  # late, as in SessionContext.busy_gpus
+
+    return busy_gpu_message(busy)

@@ -1,0 +1,54 @@
+"""What an acceptance test gets as its ``harness`` fixture: the session, bound to this test.
+
+The tests in acceptance/ stay short: ``result = harness.run(case)`` then
+``harness.assert_passed(result)``. Each result is kept for report.json (through the item's stash)
+and for session.json (in the session, by node id).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cases import CaseId
+from harness.plugin.options import HarnessOptions
+from harness.plugin.results import CaseResult, CheckedResult
+from harness.plugin.session import HarnessSession
+from harness.profile.bounds import Profile
+
+RESULT_KEY = pytest.StashKey["CaseResult | CheckedResult"]()
+
+
+class HarnessTest:
+    def __init__(self, session: HarnessSession, item: pytest.Item):
+        self.session = session
+        self.item = item
+
+    @property
+    def profile(self) -> Profile:
+        return self.session.profile
+
+    @property
+    def options(self) -> HarnessOptions:
+        return self.session.options
+
+    def run(self, case: CaseId) -> CaseResult:
+        return self._keep(self.session.run(case))
+
+    def run_allreduce(self, gpus: int) -> CheckedResult:
+        return self._keep(self.session.interconnect.run_allreduce(gpus))
+
+    def run_topology(self) -> CheckedResult:
+        return self._keep(self.session.interconnect.run_topology())
+
+    def run_soak(self) -> CheckedResult:
+        return self._keep(self.session.soak.run_soak())
+
+    def _keep(self, result):
+        self.item.stash[RESULT_KEY] = result
+        self.session.results[self.item.nodeid] = result
+        return result
+
+    def assert_passed(self, result: CaseResult | CheckedResult) -> None:
+        """Fail the test listing every check that missed, one line each; not-evaluated checks don't fail."""
+        if result.failed:
+            pytest.fail(result.failure_message(), pytrace=False)

@@ -1,0 +1,70 @@
+"""The session's all-reduce sweeps and topology reading, each measured once and judged per test.
+
+The topology test reads PCIe links under load from the widest all-reduce sweep's telemetry, so a
+sweep run for the all-reduce test is reused, never launched twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness import telemetry
+from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
+from harness.launch import allreduce
+from harness.node.topology import read_topology
+from harness.plugin.context import SessionContext, busy_message
+from harness.plugin.results import CheckedResult
+from harness.plugin.specs import allreduce_spec
+
+
+@dataclass(kw_only=True)
+class InterconnectRuns:
+    ctx: SessionContext
+    sweeps: dict[int, allreduce.AllReduceRun] = field(default_factory=dict)
+    """GPU count -> the all-reduce sweep on that many GPUs, measured once per session."""
+    topology: dict | None = None
+    """What NVML said about the links (harness.workloads.allreduce.read_topology), once read."""
+
+    def sweep(self, gpus: int) -> allreduce.AllReduceRun:
+        """The all-reduce sweep on ``gpus`` GPUs (CPU ranks): measured once per session."""
+        if gpus not in self.sweeps:
+            ctx = self.ctx
+            spec = allreduce_spec(ctx, gpus)
+            run_id = f"{ctx.run_id}-{spec.case_id}"
+            busy = ctx.busy_gpus(gpus)
+            if busy:
+                self.sweeps[gpus] = allreduce.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
+                                                           failure=busy_message(busy))
+            else:
+                self.sweeps[gpus] = allreduce.run_allreduce(spec, ctx.log_dir(spec.case_id), run_id=run_id)
+        return self.sweeps[gpus]
+
+    def run_allreduce(self, gpus: int) -> CheckedResult:
+        ctx = self.ctx
+        run = self.sweep(gpus)
+        bounds = ctx.profile.interconnect
+        checks = allreduce_checks(run, bounds, missing_note=ctx.telemetry_note())
+        return CheckedResult(name=f"allreduce-{gpus}gpu", context=f"{ctx.profile.name}, all-reduce, {gpus} {ctx.rank_unit}s",
+                             checks=checks, log_dir=ctx.log_dir(f"allreduce-{gpus}gpu"),
+                             data={"interconnect": run.to_dict(),
+                                   "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
+
+    def run_topology(self) -> CheckedResult:
+        """NVLink, P2P and PCIe of every GPU against [topology]; PCIe read under the all-reduce's load."""
+        ctx = self.ctx
+        gpus = ctx.hardware.gpu_count
+        self.topology = read_topology(ctx.hardware.gpus)
+        run = self.sweep(gpus)
+        loaded = pcie_under_load(run.telemetry)
+        why = run.failure or telemetry.not_available_reason(run.telemetry, ctx.telemetry_note())
+        self.topology["pcie_under_load"] = loaded
+        bounds = ctx.profile.topology
+        checks = topology_checks(self.topology, bounds, loaded, load_note=f"no PCIe reading under load: {why}")
+        return CheckedResult(name="topology", context=f"{ctx.profile.name}, topology, {gpus} GPUs", checks=checks,
+                             data={"topology": self.topology})
+
+    def summary(self) -> dict | None:
+        """``interconnect`` of session.json and report.json; None when nothing was measured."""
+        if not self.sweeps and not self.topology:
+            return None
+        return allreduce.session_summary(self.sweeps, self.topology)

@@ -1,0 +1,132 @@
+"""Launching the benchmark cases: grouped by GPU count, repeated, and each 1-GPU baseline once.
+
+A test asks for its case's record; the first test of a GPU count launches every pending case of
+that count together (``--harness-launch grouped``, the default) and the others find theirs
+waiting. A case's 1-GPU baseline is keyed by what that run does (model, precision, batch), so a
+weak-scaling 1-GPU case and a strong-scaling baseline of the same batch are one launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from harness.cases import CaseId
+from harness.checks.repeats import combine
+from harness.launch import benchmark as single_launch
+from harness.launch import group as shared_launch
+from harness.launch.spec import BenchmarkSpec
+from harness.plugin.context import SessionContext, busy_message
+from harness.plugin.specs import benchmark_spec
+from harness.records import Failure, RunRecord, write_record
+
+if TYPE_CHECKING:
+    from harness.node.processes import GpuProcess
+
+BaselineKey = tuple[str, str, int]
+"""(model, precision, per-GPU batch) of a 1-GPU run."""
+
+
+@dataclass(kw_only=True)
+class CaseLauncher:
+    ctx: SessionContext
+    planned: list[CaseId] = field(default_factory=list)
+    """The selected scaling cases that will run (not skipped, not deselected), in test order."""
+    prefetched: dict[str, RunRecord] = field(default_factory=dict)
+    """label -> record launched with an earlier case's group, waiting for its test."""
+    launched: set[str] = field(default_factory=set)
+    launches: int = 0
+    """Shared launches so far: names their log directories."""
+    baselines: dict[BaselineKey, RunRecord] = field(default_factory=dict)
+
+    def spec_for(self, case: CaseId, gpus: int | None = None) -> BenchmarkSpec:
+        return benchmark_spec(self.ctx, case, gpus)
+
+    def launch(self, case: CaseId, label: str | None = None) -> RunRecord:
+        """The record of ``case`` (its repeats combined): launched now, or earlier with its group."""
+        spec = self.spec_for(case)
+        label = label or spec.case_id
+        if label not in self.prefetched:
+            self.launch_group(label, spec)
+        return self.prefetched.pop(label)
+
+    def pending(self) -> list[tuple[str, BenchmarkSpec]]:
+        """(label, spec) of every selected case, and every 1-GPU baseline they need, not yet launched."""
+        wanted: dict[str, BenchmarkSpec] = {}
+        for case in self.planned:
+            spec = self.spec_for(case)
+            wanted.setdefault(spec.case_id, spec)
+            if case.world_size > 1 or case.scaling == "strong":
+                one = self.spec_for(case.one_gpu())
+                if self.baseline_key(case) not in self.baselines:
+                    wanted.setdefault(one.case_id, one)
+        return [(label, spec) for label, spec in wanted.items() if label not in self.launched]
+
+    def launch_group(self, label: str, spec: BenchmarkSpec) -> None:
+        """Launch ``spec`` (and, grouped, every pending case of its GPU count) ``repeats`` times each."""
+        ctx, repeats = self.ctx, self.ctx.options.repeats
+        group = [(label, spec)]
+        if ctx.options.launch == "grouped" and spec.nodes == 1:
+            group += [(other, s) for other, s in self.pending()
+                      if other != label and s.nodes == 1 and s.gpus_per_node == spec.gpus_per_node]
+        runs = [(f"{name}-repeat{r + 1}" if r else name, s) for name, s in group for r in range(repeats)]
+        busy = ctx.busy_gpus(spec.gpus_per_node)
+        if busy:
+            records = [refused_record(s, f"{ctx.run_id}-{name}", busy) for name, s in runs]
+        elif len(runs) == 1:
+            records = [single_launch.run_benchmark(spec, ctx.log_dir(label), run_id=f"{ctx.run_id}-{label}")]
+        else:
+            self.launches += 1
+            records = shared_launch.run_benchmark_group(
+                [s for _, s in runs], [ctx.log_dir(name) for name, _ in runs],
+                [f"{ctx.run_id}-{name}" for name, _ in runs],
+                ctx.log_dir(f"launch{self.launches}-{spec.gpus_per_node}gpu"))
+        for (name, _), record in zip(runs, records):
+            write_record(ctx.record_path(name), record)
+        for index, (name, _) in enumerate(group):
+            self.prefetched[name] = combine(records[index * repeats:(index + 1) * repeats])
+            self.launched.add(name)
+
+    # --- 1-GPU baselines
+
+    def baseline(self, case: CaseId) -> RunRecord:
+        """The 1-GPU run with this case's model, precision and (1-GPU) batch: measured once per session.
+
+        Keyed by what the run does, not by the test that asked: a strong-scaling baseline at global
+        batch B is the same launch as the weak-scaling 1-GPU case at batch B, and is shared.
+        """
+        key = self.baseline_key(case)
+        if key not in self.baselines:
+            one = case.one_gpu()
+            self.baselines[key] = self.launch(one, label=self.spec_for(one).case_id)
+        return self.baselines[key]
+
+    def baseline_key(self, case: CaseId) -> BaselineKey:
+        """What identifies ``case``'s 1-GPU run: model, precision and the batch that run trains."""
+        return case.model, case.precision, self.spec_for(case.one_gpu()).per_gpu_batch
+
+    def measured_baseline(self, case: CaseId) -> RunRecord | None:
+        """This 1-GPU case's record when it already ran as another case's baseline; else None."""
+        return self.baselines.get(self.baseline_key(case)) if case.world_size == 1 else None
+
+    def remember_baseline(self, case: CaseId, record: RunRecord) -> None:
+        if case.world_size == 1:
+            self.baselines.setdefault(self.baseline_key(case), record)
+
+    def record_and_baseline(self, case: CaseId) -> tuple[RunRecord, RunRecord | None]:
+        """The case's record and, for a case that needs one and ran, its 1-GPU baseline."""
+        if case.scaling == "weak":
+            # A 1-GPU case may have run already as a wider case's baseline (compiling, the widest go first).
+            record = self.measured_baseline(case) or self.launch(case)
+            self.remember_baseline(case, record)
+            return record, self.baseline(case) if case.world_size > 1 and record.ok else None
+        record = self.launch(case)
+        return record, self.baseline(case) if record.ok else None
+
+
+def refused_record(spec: BenchmarkSpec, run_id: str, busy: list[GpuProcess]) -> RunRecord:
+    """A launch we did not start because its GPUs were busy: a failed record naming them."""
+    return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
+                     world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
+                     batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
+                     status="failed", failure=Failure(reason=busy_message(busy), phase="setup"))

@@ -1,0 +1,193 @@
+"""The command-line options of an acceptance session: declared once, parsed once.
+
+Every option is ``--harness-NAME`` (read from ``dest`` ``harness_NAME``); the everyday ones also have
+the short spelling the README uses (``--gpus``, ``--soak``). ``parse_options`` reads them all once, at
+session start, into one frozen ``HarnessOptions``: a bad value is a ``pytest.UsageError`` naming the
+option, raised before any benchmark starts. Nothing after that calls ``config.getoption``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from harness.catalog import MODELS, PRECISIONS
+from harness.launch.spec import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS
+from harness.workloads.soak_windows import parse_duration
+
+PREFIX = "harness"
+"""``--harness-NAME`` on the command line, ``harness_NAME`` as the argparse dest."""
+
+LaunchMode = Literal["grouped", "per-case"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HarnessOptions:
+    """What the command line asked of this session; None: the profile's (or the matrix's) choice."""
+
+    hardware: str | None = None
+    """Profile name that overrides hardware matching."""
+    thresholds_dir: Path | None = None
+    """None: the shipped thresholds/."""
+    models: tuple[str, ...] | None = None
+    precisions: tuple[str, ...] | None = None
+    gpus: tuple[int, ...] | None = None
+    """GPU counts (per node, on multi-node cases)."""
+    nodes: tuple[int, ...] | None = None
+    """Node counts of multi-node cases; None: the whole Slurm allocation."""
+    report_dir: Path = Path("reports")
+    warmup_seconds: float | None = None
+    measure_seconds: float | None = None
+    timeout_s: float | None = None
+    stall_factor: float = STALL_FACTOR
+    stall_floor_s: float = STALL_FLOOR_SECONDS
+    telemetry: bool = True
+    telemetry_period_s: float = TELEMETRY_PERIOD_SECONDS
+    ci_target: float | None = None
+    repeats: int = 1
+    launch: LaunchMode = "grouped"
+    compile: bool = False
+    compile_cache: Path | None = None
+    """None: REPORT_DIR/.compile-cache."""
+    soak_duration_s: float | None = None
+    """None: no soak (the soak test is skipped)."""
+
+
+def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
+    group.addoption(f"--{PREFIX}-{name}", *short, dest=f"{PREFIX}_{name.replace('-', '_')}", **settings)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    parser.addini("harness_acceptance", type="bool", default=False,
+                  help="run this pytest session as a GPU acceptance session (set in acceptance/pytest.ini)")
+    group = parser.getgroup("harness", "GPU acceptance harness")
+    _add(group, "hardware", "--hardware", metavar="PROFILE",
+         help="use this threshold profile instead of matching the detected hardware")
+    _add(group, "thresholds-dir", metavar="DIR", help="directory of threshold profiles (default: the shipped thresholds/)")
+    _add(group, "models", "--models", action="append", metavar="M[,M...]",
+         help="only these models (default: the profile's matrix)")
+    _add(group, "precisions", "--precisions", action="append", metavar="P[,P...]",
+         help="only these precisions (default: the profile's matrix)")
+    _add(group, "gpus", "--gpus", action="append", metavar="N[,N...]",
+         help="only these GPU counts (default: the profile's matrix)")
+    _add(group, "nodes", "--nodes", action="append", metavar="N[,N...]",
+         help="multi-node cases on these node counts (default: every node of the Slurm allocation, "
+              "when it has more than one; GPU counts are then per node)")
+    _add(group, "report-dir", default="reports", metavar="DIR", help="where reports/<run-id>/ is made (default: ./reports)")
+    _add(group, "warmup-seconds", type=float, metavar="S", help="override the profile's minimum warmup seconds")
+    _add(group, "measure-seconds", type=float, metavar="S", help="override the profile's measured-window seconds")
+    _add(group, "timeout", type=float, metavar="S", help="override the profile's per-launch timeout (seconds)")
+    _add(group, "stall-factor", type=float, default=STALL_FACTOR, metavar="F",
+         help=f"a rank with no progress for F x its phase's expected time + the floor is hung (default {STALL_FACTOR:g})")
+    _add(group, "stall-floor", type=float, default=STALL_FLOOR_SECONDS, metavar="S",
+         help=f"seconds added to every stall bound (default {STALL_FLOOR_SECONDS:g})")
+    _add(group, "telemetry", choices=("on", "off"), default="on",
+         help="sample the GPUs (NVML) during each measured window (default on; off measures its cost)")
+    _add(group, "telemetry-period", type=float, default=TELEMETRY_PERIOD_SECONDS, metavar="S",
+         help=f"seconds between telemetry samples (default {TELEMETRY_PERIOD_SECONDS:g})")
+    _add(group, "ci-target", type=float, metavar="F",
+         help="adaptive window: stop measuring a case once its throughput's 95 %% CI half-width is at "
+              "most F (0.01 = ±1 %%; 0 = a fixed window); overrides the profile's [run] ci_target")
+    _add(group, "repeats", "--repeats", type=int, default=1, metavar="N",
+         help="run every case N times and judge one figure: the median, or with N >= 5 the mean "
+              "after dropping the best and the worst run (MLPerf's rule); default 1")
+    _add(group, "launch", choices=("grouped", "per-case"), default="grouped",
+         help="grouped (default): the cases of one GPU count share one torchrun launch (start-up paid "
+              "once; a failed case ends it and the rest run again); per-case: one launch each")
+    _add(group, "compile", action="store_true",
+         help="torch.compile every case, widest GPU count first so the narrower launches find its "
+              "graphs cached (cold: 24-83 s per case on 4 x H200; warm, from --harness-compile-cache: "
+              "7-20 s of tracing per case that torch does not cache under DDP)")
+    _add(group, "compile-cache", metavar="DIR",
+         help="where torch.compile keeps its caches between runs (default: REPORT_DIR/.compile-cache, "
+              "so a container's mounted reports volume keeps them)")
+    _add(group, "soak", "--soak", metavar="DURATION",
+         help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
+              "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
+
+
+def parse_options(config: pytest.Config) -> HarnessOptions:
+    """Every option, read and checked once; a bad value is a usage error naming it."""
+    def get(name: str) -> Any:
+        return config.getoption(f"{PREFIX}_{name}")
+
+    thresholds_dir, compile_cache = get("thresholds_dir"), get("compile_cache")
+    return HarnessOptions(
+        hardware=get("hardware"), thresholds_dir=Path(thresholds_dir) if thresholds_dir else None,
+        models=_names("models", get("models")), precisions=_names("precisions", get("precisions")),
+        gpus=_counts("--gpus", get("gpus"), "--gpus 1,2,4"), nodes=_counts("--nodes", get("nodes"), "--nodes 2,4"),
+        report_dir=Path(get("report_dir")),
+        warmup_seconds=_seconds("--harness-warmup-seconds", get("warmup_seconds")),
+        measure_seconds=_seconds("--harness-measure-seconds", get("measure_seconds")),
+        timeout_s=_seconds("--harness-timeout", get("timeout")),
+        stall_factor=_positive("--harness-stall-factor", get("stall_factor"), "e.g. 3"),
+        stall_floor_s=_positive("--harness-stall-floor", get("stall_floor"), "seconds > 0, e.g. 30"),
+        telemetry=get("telemetry") != "off",
+        telemetry_period_s=_positive("--harness-telemetry-period", get("telemetry_period"), "seconds > 0, e.g. 0.1"),
+        ci_target=_ci_target(get("ci_target")), repeats=_repeats(get("repeats")), launch=get("launch"),
+        compile=bool(get("compile")), compile_cache=Path(compile_cache) if compile_cache else None,
+        soak_duration_s=_soak_duration(get("soak")),
+    )
+
+
+def split_values(values: list[str] | None) -> list[str] | None:
+    """``--gpus 1,2 --gpus 4`` -> ["1", "2", "4"]; None when the option was not given."""
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _names(option: str, values: list[str] | None) -> tuple[str, ...] | None:
+    known = MODELS if option == "models" else PRECISIONS
+    names = split_values(values)
+    for name in names or []:
+        if name not in known:
+            raise pytest.UsageError(f"--{option} {name}: unknown; known: {', '.join(known)}")
+    return tuple(names) if names is not None else None
+
+
+def _counts(option: str, values: list[str] | None, example: str) -> tuple[int, ...] | None:
+    texts = split_values(values)
+    for text in texts or []:
+        if not text.isdigit() or int(text) < 1:
+            raise pytest.UsageError(f"{option} {text!r}: expected positive integers, e.g. {example}")
+    return tuple(int(text) for text in texts) if texts is not None else None
+
+
+def _seconds(option: str, value: float | None) -> float | None:
+    """An override of a profile duration; 0 or absent leaves the profile's (as it always has)."""
+    if value is None or value == 0:
+        return None
+    return _positive(option, value, "seconds > 0")
+
+
+def _positive(option: str, value: float, expected: str) -> float:
+    if not (value > 0 and math.isfinite(value)):
+        raise pytest.UsageError(f"{option} {value}: expected {expected}")
+    return value
+
+
+def _ci_target(value: float | None) -> float | None:
+    if value is not None and not 0 <= value < 1:
+        raise pytest.UsageError(f"--harness-ci-target {value}: expected a fraction in [0, 1), e.g. 0.01 for "
+                                "±1 %, or 0 for a fixed window")
+    return value
+
+
+def _repeats(value: int) -> int:
+    if value < 1:
+        raise pytest.UsageError(f"--repeats {value}: expected a count >= 1, e.g. --repeats 3")
+    return value
+
+
+def _soak_duration(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--soak: {exc}") from None

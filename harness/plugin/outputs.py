@@ -1,0 +1,66 @@
+"""What a session leaves in its run directory: report.json, junit.xml, session.json, report.html.
+
+pytest-json-report and JUnit write into the run directory unless the user pointed them elsewhere;
+report.json gets each test's result and the session's facts through its hooks; at the end come
+session.json and the HTML sign-off page, also after failures and interrupts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.plugin.fixture import RESULT_KEY
+from harness.plugin.session import HarnessSession
+from harness.records import write_json_atomic
+from harness.report.render import write_report
+
+
+def route_reports(config: pytest.Config, session: HarnessSession) -> None:
+    """report.json and junit.xml into the run directory, unless the command line chose a place."""
+    run_dir = session.ctx.run_dir
+    config.pluginmanager.register(JsonReportHooks(session), "harness-json-report")
+    if hasattr(config.option, "json_report"):
+        config.option.json_report = True
+        if config.option.json_report_file in (None, ".report.json"):
+            config.option.json_report_file = str(run_dir / "report.json")
+        config.option.json_report_indent = config.option.json_report_indent or 1
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(run_dir / "junit.xml")
+
+
+class JsonReportHooks:
+    """Attaches each test's record and checks, and the session's sign-off facts, to report.json."""
+
+    def __init__(self, session: HarnessSession):
+        self.session = session
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo) -> dict:
+        result = item.stash.get(RESULT_KEY, None)
+        if call.when != "call" or result is None:
+            return {}
+        return {"harness": result.to_dict()}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report: dict) -> None:
+        summary = self.session.summary()
+        summary.pop("results")  # already attached to each test
+        json_report["harness"] = summary
+
+
+def write_session_outputs(session: pytest.Session, harness_session: HarnessSession, exitstatus: int) -> None:
+    """session.json, then the HTML sign-off report (after pytest-json-report saved report.json)."""
+    run_dir = harness_session.ctx.run_dir
+    summary = harness_session.summary()
+    summary["exitstatus"] = int(exitstatus)
+    summary["interrupted"] = bool(session.shouldstop) or int(exitstatus) == pytest.ExitCode.INTERRUPTED
+    write_json_atomic(run_dir / "session.json", json.dumps(summary, indent=1, default=str))
+    try:
+        line = f"harness: report {write_report(run_dir)}"
+    except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page
+        line = f"harness: report.html not written ({type(exc).__name__}: {exc}); rebuild with `harness report {run_dir}`"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)

@@ -1,0 +1,149 @@
+"""One acceptance session: started once before any test (or refused with a usage error), kept in
+``config.stash``, and asked by each test to run and judge its case.
+
+Starting checks everything a benchmark hour could otherwise lose: the host name resolves (torchrun's
+rendezvous needs it), every threshold file is valid, a profile matches the hardware, the Slurm
+allocation is readable and has the nodes asked for, the report directory is writable, and no
+foreign process holds a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pytest
+
+from harness.cases import CaseId
+from harness.checks import verdict
+from harness.launch.slurm import SlurmAllocation, allocation_from_env
+from harness.plugin.context import SessionContext
+from harness.plugin.interconnect import InterconnectRuns
+from harness.plugin.launching import CaseLauncher
+from harness.plugin.options import HarnessOptions
+from harness.plugin.provenance import container, git_commit, harness_version
+from harness.plugin.results import CaseResult, CheckedResult
+from harness.plugin.rundir import make_run_dir, make_run_id
+from harness.plugin.soak import SoakRunner
+from harness.profile.bounds import Profile
+from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
+
+SESSION_KEY = pytest.StashKey["HarnessSession"]()
+
+
+@dataclass(kw_only=True)
+class HarnessSession:
+    config: pytest.Config
+    ctx: SessionContext
+    cases: CaseLauncher
+    interconnect: InterconnectRuns
+    soak: SoakRunner
+    results: dict[str, CaseResult | CheckedResult] = field(default_factory=dict)
+    """pytest node id -> the result its test produced, in the order the tests ran."""
+
+    @classmethod
+    def start(cls, config: pytest.Config, ctx: SessionContext) -> HarnessSession:
+        return cls(config=config, ctx=ctx, cases=CaseLauncher(ctx=ctx), interconnect=InterconnectRuns(ctx=ctx),
+                   soak=SoakRunner(ctx=ctx))
+
+    @property
+    def options(self) -> HarnessOptions:
+        return self.ctx.options
+
+    @property
+    def profile(self) -> Profile:
+        return self.ctx.profile
+
+    def run(self, case: CaseId) -> CaseResult:
+        """Launch (or find launched) ``case`` and its baseline; judge it against the profile's bounds."""
+        bounds = self.profile.bounds(case.model, case.precision)
+        record, baseline = self.cases.record_and_baseline(case)
+        judge = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
+        checks = judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note())
+        return CaseResult(case=case, record=record, checks=checks,
+                          baseline_run_id=baseline.run_id if baseline is not None else None,
+                          context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id))
+
+    def summary(self) -> dict:
+        """session.json: the session's facts and every test's result."""
+        ctx = self.ctx
+        profile = ctx.profile
+        interconnect, soak = self.interconnect.summary(), self.soak.summary()
+        return {
+            "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "started_at": ctx.started_at,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "profile": {"name": profile.name, "path": str(profile.path), "sha256": profile.sha256,
+                        "description": profile.description, "raw": profile.raw},
+            "hardware": ctx.hardware.to_dict(),
+            "command_line": [sys.executable, "-m", "pytest", *self.config.invocation_params.args],
+            "harness_version": harness_version(),
+            "slurm": ctx.allocation.to_dict() if ctx.allocation is not None else None,
+            "git_commit": git_commit(),
+            "container": container(),
+            "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
+            **({"interconnect": interconnect} if interconnect is not None else {}),
+            **({"soak": soak} if soak is not None else {}),
+        }
+
+
+def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSession:
+    """Everything checked before the first benchmark: any problem is one usage error, nothing launched."""
+    # Late imports: hardware detection imports torch (its versions; profile matching detects), and
+    # every pytest session loads this plugin (pytest11); only an acceptance session gets here.
+    from harness.node.hardware import HardwareError, detect
+    from harness.node.processes import busy_gpu_message, gpu_processes
+    from harness.profile.match import select_profile
+
+    _check_host_name_resolves()
+    try:
+        profiles = load_profiles(options.thresholds_dir or default_thresholds_dir())
+    except ThresholdError as exc:
+        raise pytest.UsageError(f"threshold files are invalid; no benchmark was started:\n{exc}") from None
+    hardware = detect()
+    try:
+        profile = select_profile(hardware, profiles, options.hardware)
+    except HardwareError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    allocation = _allocation(options)
+    started = datetime.now()
+    run_id = make_run_id(started, profile.name)
+    run_dir = make_run_dir(options.report_dir, run_id)
+    if profile.hardware.device == "cuda":
+        busy = gpu_processes(hardware.gpus)
+        if busy:
+            raise pytest.UsageError(f"{busy_gpu_message(busy)}\nNo benchmark was started.")
+        available = hardware.gpu_count
+    else:
+        available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    ctx = SessionContext(options=options, profile=profile, hardware=hardware, available_gpus=available,
+                         allocation=allocation, run_id=run_id, run_dir=run_dir,
+                         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return HarnessSession.start(config, ctx)
+
+
+def _check_host_name_resolves() -> None:
+    try:
+        socket.getaddrinfo(socket.gethostname(), None)
+    except OSError as exc:
+        # torchrun's rendezvous binds to this name: without it every launch would hang in setup.
+        raise pytest.UsageError(
+            f"this host's name {socket.gethostname()!r} does not resolve ({exc}); torchrun needs it for its "
+            "rendezvous. Add it to /etc/hosts (in a container: run with --add-host or a hostname that resolves).") from None
+
+
+def _allocation(options: HarnessOptions) -> SlurmAllocation | None:
+    """The Slurm allocation, when this runs in a job, holding every node count --nodes asks for."""
+    try:
+        allocation = allocation_from_env()
+    except ValueError as exc:
+        raise pytest.UsageError(f"cannot read the Slurm allocation: {exc}") from None
+    have = allocation.node_count if allocation is not None else 1
+    for count in options.nodes or ():
+        if count > have:
+            raise pytest.UsageError(f"--nodes {count}: this {'Slurm job' if allocation else 'run'} has {have} "
+                                    f"node{'s' if have != 1 else ''}; submit with sbatch --nodes={count} "
+                                    "slurm/acceptance.sbatch")
+    return allocation

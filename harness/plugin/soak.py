@@ -1,0 +1,47 @@
+"""The session's burn-in (``--soak DURATION``): the profile's most compute-heavy case on every GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.catalog import MODELS
+from harness.plugin.context import SessionContext
+from harness.plugin.results import CheckedResult
+from harness.plugin.specs import soak_spec
+from harness.checks.soak import soak_checks
+from harness.launch import soak
+from harness.launch.spec import SoakSpec
+from harness.profile.bounds import Profile
+
+
+def heaviest_case(profile: Profile) -> tuple[str, str]:
+    """(model, precision) with the most training FLOPs per sample among the profile's bounded cases:
+    the one that works the GPUs hardest (the first listed on ties)."""
+    pairs = [(m, p) for m in profile.models for p in profile.precisions if profile.bounds(m, p) is not None]
+    return max(pairs, key=lambda pair: MODELS[pair[0]].train_flops_per_sample)
+
+
+@dataclass(kw_only=True)
+class SoakRunner:
+    ctx: SessionContext
+    run: soak.SoakRun | None = None
+    """The soak of this session, once it ran."""
+
+    def spec(self) -> SoakSpec:
+        return soak_spec(self.ctx, *heaviest_case(self.ctx.profile))
+
+    def run_soak(self) -> CheckedResult:
+        ctx = self.ctx
+        spec = self.spec()
+        run = soak.run_soak(spec, ctx.log_dir(spec.case_id), run_id=f"{ctx.run_id}-{spec.case_id}")
+        self.run = run
+        checks = soak_checks(run, ctx.profile.soak, ctx.profile.bounds(spec.model, spec.precision),
+                                  missing_note=ctx.telemetry_note())
+        ranks = f"{spec.world_size} {ctx.rank_unit}{'' if spec.world_size == 1 else 's'}"
+        return CheckedResult(name=spec.case_id, checks=checks, log_dir=ctx.log_dir(spec.case_id),
+                             context=f"{ctx.profile.name}, soak {spec.model} {spec.precision}, {ranks}, "
+                                     f"{run.spec.duration_s:.0f} s",
+                             data={"soak": run.to_dict(), "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
+
+    def summary(self) -> dict | None:
+        return self.run.to_dict() if self.run is not None else None

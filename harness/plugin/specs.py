@@ -1,0 +1,90 @@
+"""From the profile and the command line to what is launched: one spec per benchmark, sweep or soak.
+
+The durations come from the profile's ``[run]`` table (harness.profile.bounds.RunSettings holds
+their defaults), overridden by the command line; the stall and telemetry settings from the
+options (their defaults are harness.launch.spec's). Every spec holds one ``LaunchSettings`` made by
+``launch_settings``. Nothing here launches anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.cases import CaseId
+from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
+from harness.plugin.context import SessionContext
+from harness.plugin.options import HarnessOptions
+from harness.workloads.busbw import MIB, default_max_bytes
+from harness.workloads.compilecache import cache_env
+
+ALLREDUCE_SWEEP = {
+    # (smallest message bytes, size factor between messages, seconds timed per message)
+    "cuda": (MIB, 2, 0.2),
+    "cpu": (64 * 1024, 4, 0.1),  # gloo is slow: fewer, shorter steps keep the sweep to seconds
+}
+
+
+def compile_env(options: HarnessOptions) -> dict[str, str]:
+    """The environment that keeps torch.compile's caches where the next run finds them."""
+    if not options.compile:
+        return {}
+    root = options.compile_cache or options.report_dir / ".compile-cache"
+    return cache_env(Path(root).resolve())
+
+
+def ci_target(ctx: SessionContext) -> float:
+    chosen = ctx.options.ci_target
+    return chosen if chosen is not None else ctx.profile.run.ci_target
+
+
+def warmup_seconds(ctx: SessionContext) -> float:
+    return ctx.options.warmup_seconds or ctx.profile.run.warmup_seconds
+
+
+def launch_settings(ctx: SessionContext, gpus_per_node: int, *, nodes: int = 1,
+                    extra_env: dict[str, str] | None = None) -> LaunchSettings:
+    """How this session launches a job on ``gpus_per_node`` GPUs (per node): device, time bounds, telemetry."""
+    options = ctx.options
+    return LaunchSettings(
+        gpus_per_node=gpus_per_node, nodes=nodes, device=ctx.device,
+        timeout_s=options.timeout_s or ctx.profile.run.timeout_seconds,
+        stall_factor=options.stall_factor, stall_floor_s=options.stall_floor_s, extra_env=extra_env or {},
+        telemetry=options.telemetry, telemetry_period_s=options.telemetry_period_s)
+
+
+def benchmark_spec(ctx: SessionContext, case: CaseId, gpus_per_node: int | None = None) -> BenchmarkSpec:
+    """The launch of ``case`` (on ``gpus_per_node`` GPUs, when given: a baseline's)."""
+    bounds = ctx.profile.bounds(case.model, case.precision)
+    assert bounds is not None, f"{case.key}: the plugin launches only cases the profile bounds"
+    run, options = ctx.profile.run, ctx.options
+    gpus = gpus_per_node if gpus_per_node is not None else case.gpus
+    return BenchmarkSpec(
+        model=case.model, precision=case.precision, scaling=case.scaling,
+        batch_size_per_gpu=bounds.batch_size_per_gpu if case.scaling == "weak" else None,
+        global_batch_size=bounds.strong_global_batch_size if case.scaling == "strong" else None,
+        warmup_seconds=warmup_seconds(ctx), measure_seconds=options.measure_seconds or run.measure_seconds,
+        ci_target=ci_target(ctx),
+        max_measure_seconds=max(run.max_measure_seconds, options.measure_seconds or 0)
+        if run.max_measure_seconds else None,
+        peak_tflops=ctx.profile.peak_tflops.get(case.precision), compile=options.compile,
+        launch=launch_settings(ctx, gpus, nodes=case.nodes, extra_env=compile_env(options)))
+
+
+def allreduce_spec(ctx: SessionContext, gpus: int) -> AllReduceSpec:
+    """The all-reduce sweep on ``gpus`` GPUs (CPU ranks), up to what the smallest GPU's memory allows."""
+    memory_gib = min((gpu.memory_total_gib for gpu in ctx.hardware.gpus), default=None)
+    min_bytes, factor, target_seconds = ALLREDUCE_SWEEP[ctx.device]
+    return AllReduceSpec(min_bytes=min_bytes, max_bytes=default_max_bytes(ctx.device, memory_gib), factor=factor,
+                         target_seconds=target_seconds, launch=launch_settings(ctx, gpus))
+
+
+def soak_spec(ctx: SessionContext, model: str, precision: str) -> SoakSpec:
+    """The soak of ``model`` x ``precision`` on every GPU (on a CPU profile: its largest usable rank count)."""
+    profile, options = ctx.profile, ctx.options
+    bounds = profile.bounds(model, precision)
+    assert bounds is not None and options.soak_duration_s is not None
+    counts = [n for n in profile.gpu_counts if n <= ctx.available_gpus]
+    gpus = ctx.hardware.gpu_count if ctx.device == "cuda" else max(counts, default=1)
+    return SoakSpec(model=model, precision=precision, batch_size_per_gpu=bounds.batch_size_per_gpu,
+                    duration_s=options.soak_duration_s, warmup_seconds=warmup_seconds(ctx),
+                    launch=launch_settings(ctx, gpus))
