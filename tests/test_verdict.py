@@ -6,7 +6,7 @@ import pytest
 
 from harness.records import Failure
 from harness.profile.bounds import CaseBounds
-from harness.checks.verdict import failed_checks, strong_scaling_checks, weak_scaling_checks
+from harness.checks.verdict import Check, failed_checks, strong_scaling_checks, weak_scaling_checks
 from test_records import full_record
 
 BOUNDS = CaseBounds(model="resnet152", precision="bf16", batch_size_per_gpu=256, source="measured X",
@@ -97,3 +97,22 @@ def test_strong_scaling_speedup_and_efficiency():
     slow = dataclasses.replace(n, throughput_total=5000.0)
     check = by_name(strong_scaling_checks(slow, one, BOUNDS, telemetry_note="n/a"))["strong-scaling efficiency"]
     assert check.describe("ctx") == "strong-scaling efficiency 0.625 < 0.800 (ctx)"
+
+
+def test_every_check_has_a_stable_key_that_does_not_follow_its_wording():
+    checks = weak_scaling_checks(record(4), record(1), BOUNDS, telemetry_note="n/a")
+    assert [c.key for c in checks] == ["run_completed", "loss_finite", "throughput_per_gpu", "weak_efficiency",
+                                       "straggler_ratio", "step_time_cv", "gpu_utilization", "throttling",
+                                       "ecc_errors"]
+    assert all(c.to_dict()["key"] == c.key for c in checks)
+    n = full_record(world_size=4, scaling="strong", throughput_total=7000.0, throughput_per_gpu=1750.0)
+    one = full_record(world_size=1, scaling="strong", throughput_total=2000.0, throughput_per_gpu=2000.0)
+    assert "strong_efficiency" in {c.key for c in strong_scaling_checks(n, one, BOUNDS, telemetry_note="n/a")}
+
+
+def test_a_check_without_a_key_is_keyed_by_the_slug_of_its_name():
+    check = Check(name="All-reduce bus bandwidth at 4 MiB", kind="performance", measured=1.0, bound=None, unit="GB/s",
+                  comparison=">=", passed=None)
+    assert check.key == "all_reduce_bus_bandwidth_at_4_mib"
+    with pytest.raises(ValueError, match="must be snake_case"):
+        Check(key="Bus-BW", name="x", kind="health", measured=None, bound=None, unit="", comparison="==", passed=None)
