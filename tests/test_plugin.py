@@ -1,12 +1,16 @@
 """The pytest plugin, driven through pytester with a fake launcher (no benchmarks start)."""
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from harness.records import RunRecord, StepTimeStats
+from harness.launch.allreduce import AllReduceRun
+from harness.launch.soak import SoakRun
 from support.profiles import cpu_test_profile
 
 pytest_plugins = ["pytester"]
@@ -280,3 +284,86 @@ def test_compile_asks_for_torch_compile_with_caches_kept_beside_the_reports(suit
     assert spec.launch.extra_env["TRITON_CACHE_DIR"] == str(cache / "triton")
     run("--gpus", "1").assert_outcomes(passed=1)
     assert launcher.specs[-1].compile is False and launcher.specs[-1].launch.extra_env == {}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--harness-stall-factor", "0"), "*--harness-stall-factor 0.0: expected e.g. 3*"),
+    (("--harness-stall-floor", "-5"), "*--harness-stall-floor -5.0: expected seconds > 0, e.g. 30*"),
+    (("--harness-measure-seconds", "-1"), "*--harness-measure-seconds -1.0: expected seconds > 0*"),
+    (("--harness-telemetry-period", "0"), "*--harness-telemetry-period 0.0: expected seconds > 0, e.g. 0.1*"),
+    (("--gpus", "1,two"), "*--gpus 'two': expected positive integers, e.g. --gpus 1,2,4*"),
+    (("--precisions", "fp8"), "*--precisions fp8: unknown; known: fp32, fp16, bf16*"),
+])
+def test_a_bad_option_value_is_a_usage_error_naming_the_option(suite, args, message):
+    run, launcher, _ = suite
+    result = run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert launcher.calls == []
+
+
+def test_each_case_result_carries_its_case_resolved_bounds_and_check_keys(suite, pytester):
+    """The plugin's half of the report contract: the report renders these, never re-derives them."""
+    run, _, _ = suite
+    run().assert_outcomes(passed=2, skipped=1)
+    session = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
+    result = next(r for nodeid, r in session["results"].items() if nodeid.endswith("[tiny_bert-bf16-2gpu]"))
+    assert result["case_id"] == {"key": "tiny_bert-bf16-weak-2gpu", "model": "tiny_bert", "precision": "bf16",
+                                 "gpus": 2, "nodes": 1, "world_size": 2, "scaling": "weak"}
+    bounds = result["bounds"]
+    assert bounds["min_weak_efficiency"] == {"2": 0.5}  # GPU-count keys as JSON strings
+    assert (bounds["min_samples_per_sec_per_gpu"], bounds["batch_size_per_gpu"]) == (50.0, 4)
+    assert (bounds["max_step_time_cv"], bounds["max_straggler_ratio"]) == (0.5, 1.5)  # from [defaults]
+    assert bounds["source"].startswith("test bounds")
+    assert result["bounds_inherited"] == ["max_step_time_cv", "max_straggler_ratio"]
+    keys = {check["key"]: check["name"] for check in result["checks"]}
+    assert {"run_completed": "run completed", "throughput_per_gpu": "per-GPU throughput",
+            "weak_efficiency": "weak-scaling efficiency", "straggler_ratio": "straggler ratio (slowest/fastest rank)",
+            "step_time_cv": "step-time CV"}.items() <= keys.items()
+    report = json.loads((pytester.path / "reports" / "latest" / "report.json").read_text())
+    attached = next(t for t in report["tests"] if t["nodeid"].endswith("[tiny_bert-bf16-2gpu]"))
+    assert attached["metadata"]["harness"]["bounds"] == bounds
+
+
+SECTIONS = """
+[interconnect]
+min_allreduce_busbw_gbps = { 2 = 0.1 }
+source = "test busbw"
+[soak]
+max_throughput_decay = 0.05
+source = "test soak bound"
+"""
+
+
+def test_the_allreduce_and_soak_results_carry_their_sections_bounds(suite, pytester, monkeypatch):
+    run, _, thresholds = suite
+    (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50) + SECTIONS)
+    acceptance = Path(__file__).resolve().parent.parent / "acceptance"
+    pytester.makepyfile(test_accept_interconnect=(acceptance / "test_interconnect.py").read_text(),
+                        test_accept_soak=(acceptance / "test_soak.py").read_text())
+    no_telemetry = {"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"}
+
+    def sweep(spec, run_dir, *, run_id):
+        row = {"size_bytes": spec.max_bytes, "busbw_gbps": 0.8, "algbw_gbps": 0.8, "time_us": 10.0, "correct": True}
+        return AllReduceRun(gpus=spec.world_size, run_id=run_id, status="ok", rows=[row], telemetry=no_telemetry)
+
+    def soak(spec, run_dir, *, run_id):
+        windows = [{"window": 0, "seconds": 5.0, "throughput": 100.0}, {"window": 1, "seconds": 5.0, "throughput": 99.0}]
+        return SoakRun(spec=spec, run_id=run_id, status="ok", windows=windows, loss_finite=True, telemetry=no_telemetry)
+
+    monkeypatch.setattr("harness.launch.allreduce.run_allreduce", sweep)
+    monkeypatch.setattr("harness.launch.soak.run_soak", soak)
+    run("--gpus", "2", "-k", "allreduce or soak", "--soak", "10s").assert_outcomes(passed=2)
+    results = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())["results"]
+    allreduce = next(r for nodeid, r in results.items() if "allreduce" in nodeid)
+    assert allreduce["bounds"] == {"min_allreduce_busbw_gbps": {"2": 0.1}, "source": "test busbw"}
+    assert all(check["key"] for check in allreduce["checks"])
+    soaked = next(r for nodeid, r in results.items() if "soak" in nodeid)
+    assert soaked["bounds"] == {"max_throughput_decay": 0.05, "source": "test soak bound"}
+
+
+def test_loading_the_plugin_does_not_import_torch():
+    """Every pytest session loads the plugin (pytest11): it must stay light."""
+    code = "import sys, harness.plugin; assert 'torch' not in sys.modules, 'torch was imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,6 +1,10 @@
 """What one acceptance test hands to the verdict, report.json and session.json.
 
-A benchmark case carries its ``case_id`` (harness.cases.CaseId); the report reads the case from it.
+The dicts written here are the plugin's half of the contract with the report (docs/architecture.md):
+a benchmark case carries its ``case_id`` (harness.cases.CaseId) and the ``bounds`` the session
+resolved for it, with ``bounds_inherited`` naming those that came from ``[defaults]``; the all-reduce,
+topology and soak results carry their section's ``bounds``; every check carries a stable ``key``.
+The report renders these and never re-derives them.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from harness.records import RunRecord
 
 @dataclass(kw_only=True)
 class CaseResult:
-    """A benchmark case: its record and the checks it was judged by."""
+    """A benchmark case: its record, the checks it was judged by, and the bounds they used."""
 
     case: CaseId
     record: RunRecord
@@ -23,6 +27,10 @@ class CaseResult:
     baseline_run_id: str | None
     context: str
     log_dir: Path
+    bounds: dict | None = None
+    """The case's bounds as the session resolved them (``CaseBounds.to_dict()``); None when the profile has none."""
+    bounds_inherited: list[str] = field(default_factory=list)
+    """Which of ``bounds`` came from the profile's ``[defaults]`` rather than the case's own table."""
 
     @property
     def failed(self) -> list[Check]:
@@ -37,7 +45,8 @@ class CaseResult:
     def to_dict(self) -> dict:
         return {"case": self.case.test_param, "case_id": self.case.to_dict(), "scaling": self.case.scaling,
                 "nodes": self.case.nodes, "context": self.context, "record": self.record.to_dict(),
-                "baseline_run_id": self.baseline_run_id, "checks": [c.to_dict() for c in self.checks]}
+                "baseline_run_id": self.baseline_run_id, "bounds": self.bounds,
+                "bounds_inherited": list(self.bounds_inherited), "checks": [c.to_dict() for c in self.checks]}
 
 
 @dataclass(kw_only=True)
@@ -47,6 +56,8 @@ class CheckedResult:
     name: str
     context: str
     checks: list[Check]
+    bounds: dict | None
+    """The profile section the checks were judged against (its ``to_dict()``); None when it has none."""
     data: dict = field(default_factory=dict)
     """What the report shows beside the checks; ``record`` (a run id and telemetry) is drawn like a case's."""
     log_dir: Path | None = None
@@ -63,4 +74,4 @@ class CheckedResult:
 
     def to_dict(self) -> dict:
         return {"case": self.name, "context": self.context, "checks": [c.to_dict() for c in self.checks],
-                **self.data}
+                "bounds": self.bounds, **self.data}

@@ -65,7 +65,9 @@ class HarnessSession:
         checks = judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note())
         return CaseResult(case=case, record=record, checks=checks,
                           baseline_run_id=baseline.run_id if baseline is not None else None,
-                          context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id))
+                          context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),
+                          bounds=bounds.to_dict() if bounds is not None else None,
+                          bounds_inherited=list(bounds.inherited) if bounds is not None else [])
 
     def summary(self) -> dict:
         """session.json: the session's facts and every test's result."""

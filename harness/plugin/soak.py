@@ -39,6 +39,7 @@ class SoakRunner:
                                   missing_note=ctx.telemetry_note())
         ranks = f"{spec.world_size} {ctx.rank_unit}{'' if spec.world_size == 1 else 's'}"
         return CheckedResult(name=spec.case_id, checks=checks, log_dir=ctx.log_dir(spec.case_id),
+                             bounds=ctx.profile.soak.to_dict() if ctx.profile.soak is not None else None,
                              context=f"{ctx.profile.name}, soak {spec.model} {spec.precision}, {ranks}, "
                                      f"{run.spec.duration_s:.0f} s",
                              data={"soak": run.to_dict(), "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
