@@ -36,11 +36,13 @@ def combine(records: list[RunRecord]) -> RunRecord:
              "throughput_ci95_rel": r.throughput_ci95_rel} for r in records]
     if bad:
         first = bad[0]
+        rule = f"repeat {records.index(first) + 1} of {len(records)} did not succeed"
         return dataclasses.replace(first, settings={**first.settings, "repeats": {
-            "n": len(records), "runs": runs, "rule": f"repeat {records.index(first) + 1} of {len(records)} did not succeed"}})
-    values = [record.throughput_per_gpu for record in records]
+            "n": len(records), "runs": runs, "rule": rule}})
+    measured = [(record, record.throughput_per_gpu) for record in records if record.throughput_per_gpu is not None]
+    values = [value for _, value in measured]
     figure, rule = repeat_estimate(values)
-    closest = min(records, key=lambda record: abs(record.throughput_per_gpu - figure))
+    closest = min(measured, key=lambda pair: abs(pair[1] - figure))[0]
     return dataclasses.replace(
         closest, throughput_per_gpu=figure, throughput_total=figure * closest.world_size,
         settings={**closest.settings, "repeats": {

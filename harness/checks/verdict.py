@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from harness import telemetry as tm
 from harness.node.nvml import FAULT_REASONS
@@ -61,9 +61,11 @@ class Check:
         if self.passed is None:
             return f"{self.name}: not evaluated — {self.note} ({context})"
         if self.measured is None or self.bound is None:
-            return f"{self.name}: {'ok' if self.passed else 'FAILED'}{' — ' + self.note if self.note else ''} ({context})"
+            outcome = "ok" if self.passed else "FAILED"
+            return f"{self.name}: {outcome}{' — ' + self.note if self.note else ''} ({context})"
         holds = self.passed
-        shown = {">=": ">=" if holds else "<", "<=": "<=" if holds else ">", "==": "==" if holds else "!="}[self.comparison]
+        shown = {">=": ">=" if holds else "<", "<=": "<=" if holds else ">",
+                 "==": "==" if holds else "!="}[self.comparison]
         unit = f" {self.unit}" if self.unit else ""
         where = f": {self.note}" if self.note else ""  # e.g. which GPU missed, for per-GPU checks
         return f"{self.name} {_fmt(self.measured)}{unit} {shown} {_fmt(self.bound)}{unit}{where} ({context})"
@@ -95,12 +97,14 @@ def _bounded(key: str, name: str, kind: CheckKind, measured: float | None, bound
 
 def sanity_checks(record: RunRecord) -> list[Check]:
     """The run must have completed with finite losses before its speed means anything."""
-    completed = Check(key="run_completed", name="run completed", kind="sanity", measured=None, bound=None, unit="", comparison="==",
+    completed = Check(key="run_completed", name="run completed", kind="sanity", measured=None, bound=None, unit="",
+                      comparison="==",
                       passed=record.status in ("ok", "invalid"),
                       note=record.failure.reason if record.failure and record.status not in ("ok", "invalid") else "")
     checks = [completed]
     if completed.passed:
-        checks.append(Check(key="loss_finite", name="loss finite", kind="sanity", measured=None, bound=None, unit="", comparison="==",
+        checks.append(Check(key="loss_finite", name="loss finite", kind="sanity", measured=None, bound=None, unit="",
+                            comparison="==",
                             passed=bool(record.loss_finite),
                             note="" if record.loss_finite else (record.failure.reason if record.failure else
                                                                 "non-finite loss")))
@@ -110,11 +114,12 @@ def sanity_checks(record: RunRecord) -> list[Check]:
 def health_checks(record: RunRecord, bounds: CaseBounds, telemetry_note: str) -> list[Check]:
     checks = []
     if record.world_size > 1:
-        checks.append(_bounded("straggler_ratio", "straggler ratio (slowest/fastest rank)", "health", record.straggler_ratio,
+        checks.append(_bounded("straggler_ratio", "straggler ratio (slowest/fastest rank)", "health",
+                               record.straggler_ratio,
                                bounds.max_straggler_ratio, "", "<=", bounds.source, "no per-rank timing"))
     cv = record.step_time_ms.cv if record.step_time_ms else None
-    checks.append(_bounded("step_time_cv", "step-time CV", "health", cv, bounds.max_step_time_cv, "", "<=", bounds.source,
-                           "no step times"))
+    checks.append(_bounded("step_time_cv", "step-time CV", "health", cv, bounds.max_step_time_cv, "", "<=",
+                           bounds.source, "no step times"))
     checks += telemetry_checks(record.telemetry, min_gpu_utilization_pct=bounds.min_gpu_utilization_pct,
                                min_power_fraction_of_limit=bounds.min_power_fraction_of_limit,
                                max_temperature_c=bounds.max_temperature_c, source=bounds.source,
@@ -139,13 +144,15 @@ def telemetry_checks(telemetry: dict | None, *, min_gpu_utilization_pct: float |
     note = tm.not_available_reason(telemetry, missing_note)
     checks = []
     if min_gpu_utilization_pct is not None:
-        checks.append(_per_gpu_check("gpu_utilization", "mean GPU utilization", usable, lambda g: g["reduced"].get("util_pct"),
+        checks.append(_per_gpu_check("gpu_utilization", "mean GPU utilization", usable,
+                                     lambda g: g["reduced"].get("util_pct"),
                                      min_gpu_utilization_pct, "%", ">=", source, note))
     if min_power_fraction_of_limit is not None:
         checks.append(_per_gpu_check("power_fraction_of_limit", "mean power / power limit", usable, _power_fraction,
                                      min_power_fraction_of_limit, "", ">=", source, note))
     if max_temperature_c is not None:
-        checks.append(_per_gpu_check("gpu_temperature", "max GPU temperature", usable, lambda g: g["reduced"].get("temperature_c"),
+        checks.append(_per_gpu_check("gpu_temperature", "max GPU temperature", usable,
+                                     lambda g: g["reduced"].get("temperature_c"),
                                      max_temperature_c, "°C", "<=", source, note))
     checks.append(_throttle_check(usable, note))
     checks.append(_ecc_check(usable, note))
@@ -198,21 +205,31 @@ def _unsupported_note(gpus: list[dict]) -> str:
     return f" ({'; '.join(reasons[:4])})" if reasons else ""
 
 
-def _throttle_check(telemetry: dict | None, note: str) -> Check:
-    name = "no thermal / hardware-slowdown throttling"
-
+def _rule_check(key: str, name: str, source: str) -> Callable[[bool | None, str], Check]:
+    """The outcomes of a health rule without a bound from the profile (throttling, ECC)."""
     def result(passed: bool | None, why: str) -> Check:
-        return Check(key="throttling", name=name, kind="health", measured=None, bound=None, unit="",
-                     comparison="==", passed=passed, note=why,
-                     source="harness rule: a healthy GPU never slows itself for heat or a hardware signal")
+        return Check(key=key, name=name, kind="health", measured=None, bound=None, unit="", comparison="==",
+                     passed=passed, note=why, source=source)
 
+    return result
+
+
+def _gpus_reading(telemetry: dict, keys: set[str]) -> tuple[list[dict], list[dict]]:
+    """(every GPU of the telemetry, those whose reductions hold any of ``keys``)."""
+    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
+    return gpus, [g for g in gpus if keys & set(g.get("reduced", {}))]
+
+
+def _throttle_check(telemetry: dict | None, note: str) -> Check:
+    result = _rule_check("throttling", "no thermal / hardware-slowdown throttling",
+                         "harness rule: a healthy GPU never slows itself for heat or a hardware signal")
     if telemetry is None:
         return result(None, note)
-    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
-    read = [g for g in gpus if "clock_event_reasons" in g.get("reduced", {})]
+    gpus, read = _gpus_reading(telemetry, {"clock_event_reasons"})
     if not read:
         return result(None, "NVML reported no clock-event reasons" + _unsupported_note(gpus))
-    faults, benign = [], set()
+    faults: list[str] = []
+    benign: set[str] = set()
     for gpu in read:
         reasons = gpu["reduced"]["clock_event_reasons"]
         bad = [r for r in reasons if r in FAULT_REASONS]
@@ -231,17 +248,11 @@ def _throttle_check(telemetry: dict | None, note: str) -> Check:
 
 
 def _ecc_check(telemetry: dict | None, note: str) -> Check:
-    name = "no new ECC errors"
-
-    def result(passed: bool | None, why: str) -> Check:
-        return Check(key="ecc_errors", name=name, kind="health", measured=None, bound=None, unit="",
-                     comparison="==", passed=passed, note=why,
-                     source="harness rule: volatile ECC counters must not grow during the window")
-
+    result = _rule_check("ecc_errors", "no new ECC errors",
+                         "harness rule: volatile ECC counters must not grow during the window")
     if telemetry is None:
         return result(None, note)
-    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
-    read = [g for g in gpus if {"ecc_corrected", "ecc_uncorrected"} & set(g.get("reduced", {}))]
+    gpus, read = _gpus_reading(telemetry, {"ecc_corrected", "ecc_uncorrected"})
     if not read:
         return result(None, "NVML reported no ECC counters (ECC off or not supported)" + _unsupported_note(gpus))
     grown = []
@@ -275,7 +286,8 @@ def weak_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: C
     checks += [throughput] if throughput is not None else []
     if record.world_size > 1:
         efficiency, note = weak_efficiency(record, baseline)
-        checks.append(_scaling_check("weak_efficiency", "weak-scaling efficiency", efficiency, note, bounds.min_weak_efficiency,
+        checks.append(_scaling_check("weak_efficiency", "weak-scaling efficiency", efficiency, note,
+                                     bounds.min_weak_efficiency,
                                      record.world_size, bounds.source))
     return checks + health_checks(record, bounds, telemetry_note)
 
@@ -288,7 +300,8 @@ def strong_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds:
         return checks
     speedup, note = strong_speedup(record, baseline)
     efficiency = speedup / record.world_size if speedup is not None else None
-    checks.append(_scaling_check("strong_efficiency", "strong-scaling efficiency", efficiency, note, bounds.min_strong_efficiency,
+    checks.append(_scaling_check("strong_efficiency", "strong-scaling efficiency", efficiency, note,
+                                 bounds.min_strong_efficiency,
                                  record.world_size, bounds.source))
     return checks + health_checks(record, bounds, telemetry_note)
 
@@ -303,7 +316,8 @@ def _scaling_check(key: str, name: str, measured: float | None, note: str, bound
                  passed=None, source=source, note=f"the profile has no bound for {world_size} GPUs")
 
 
-def _ratio_to_baseline(value: float | None, baseline: RunRecord | None, baseline_value: str) -> tuple[float | None, str]:
+def _ratio_to_baseline(value: float | None, baseline: RunRecord | None,
+                       baseline_value: str) -> tuple[float | None, str]:
     if baseline is None or not baseline.ok or not getattr(baseline, baseline_value):
         why = baseline.failure.reason if baseline is not None and baseline.failure else "no 1-GPU baseline"
         return None, f"1-GPU baseline unavailable ({why})"

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.cases import SCALINGS
 from harness.launch.supervise import stop_on_sigterm
-from harness.plugin.cases import NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases, scaling_params
+from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
+                                  scaling_params)
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.options import add_options, parse_options
 from harness.plugin.outputs import route_reports, write_session_outputs
@@ -71,7 +73,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = metafunc.config.stash.get(SESSION_KEY, None)
     not_acceptance = [pytest.param(None, marks=pytest.mark.skip(reason=NOT_AN_ACCEPTANCE_SESSION))]
-    for fixture, scaling in (("weak_case", "weak"), ("strong_case", "strong")):
+    for scaling in SCALINGS:
+        fixture = f"{scaling}_case"
         if fixture in metafunc.fixturenames:
             if session is None:
                 metafunc.parametrize(fixture, not_acceptance)

@@ -23,7 +23,7 @@ class InterconnectRuns:
     sweeps: dict[int, allreduce.AllReduceRun] = field(default_factory=dict)
     """GPU count -> the all-reduce sweep on that many GPUs, measured once per session."""
     topology: dict | None = None
-    """What NVML said about the links (harness.workloads.allreduce.read_topology), once read."""
+    """What NVML said about the links (harness.node.topology.read_topology), once read."""
 
     def sweep(self, gpus: int) -> allreduce.AllReduceRun:
         """The all-reduce sweep on ``gpus`` GPUs (CPU ranks): measured once per session."""
@@ -44,8 +44,10 @@ class InterconnectRuns:
         run = self.sweep(gpus)
         bounds = ctx.profile.interconnect
         checks = allreduce_checks(run, bounds, missing_note=ctx.telemetry_note())
-        return CheckedResult(name=f"allreduce-{gpus}gpu", context=f"{ctx.profile.name}, all-reduce, {gpus} {ctx.rank_unit}s",
-                             checks=checks, bounds=bounds.to_dict() if bounds is not None else None, log_dir=ctx.log_dir(f"allreduce-{gpus}gpu"),
+        return CheckedResult(name=f"allreduce-{gpus}gpu",
+                             context=f"{ctx.profile.name}, all-reduce, {gpus} {ctx.rank_unit}s",
+                             checks=checks, bounds=bounds.to_dict() if bounds is not None else None,
+                             log_dir=ctx.log_dir(f"allreduce-{gpus}gpu"),
                              data={"interconnect": run.to_dict(),
                                    "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
 
@@ -61,7 +63,8 @@ class InterconnectRuns:
         bounds = ctx.profile.topology
         checks = topology_checks(self.topology, bounds, loaded, load_note=f"no PCIe reading under load: {why}")
         return CheckedResult(name="topology", context=f"{ctx.profile.name}, topology, {gpus} GPUs", checks=checks,
-                             bounds=bounds.to_dict() if bounds is not None else None, data={"topology": self.topology})
+                             bounds=bounds.to_dict() if bounds is not None else None,
+                             data={"topology": self.topology})
 
     def summary(self) -> dict | None:
         """``interconnect`` of session.json and report.json; None when nothing was measured."""

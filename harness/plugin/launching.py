@@ -81,7 +81,7 @@ class CaseLauncher:
                 [s for _, s in runs], [ctx.log_dir(name) for name, _ in runs],
                 [f"{ctx.run_id}-{name}" for name, _ in runs],
                 ctx.log_dir(f"launch{self.launches}-{spec.gpus_per_node}gpu"))
-        for (name, _), record in zip(runs, records):
+        for (name, _), record in zip(runs, records, strict=True):
             write_record(ctx.record_path(name), record)
         for index, (name, _) in enumerate(group):
             self.prefetched[name] = combine(records[index * repeats:(index + 1) * repeats])

@@ -67,7 +67,8 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("harness", "GPU acceptance harness")
     _add(group, "hardware", "--hardware", metavar="PROFILE",
          help="use this threshold profile instead of matching the detected hardware")
-    _add(group, "thresholds-dir", metavar="DIR", help="directory of threshold profiles (default: the shipped thresholds/)")
+    _add(group, "thresholds-dir", metavar="DIR",
+         help="directory of threshold profiles (default: the shipped thresholds/)")
     _add(group, "models", "--models", action="append", metavar="M[,M...]",
          help="only these models (default: the profile's matrix)")
     _add(group, "precisions", "--precisions", action="append", metavar="P[,P...]",
@@ -77,12 +78,14 @@ def add_options(parser: pytest.Parser) -> None:
     _add(group, "nodes", "--nodes", action="append", metavar="N[,N...]",
          help="multi-node cases on these node counts (default: every node of the Slurm allocation, "
               "when it has more than one; GPU counts are then per node)")
-    _add(group, "report-dir", default="reports", metavar="DIR", help="where reports/<run-id>/ is made (default: ./reports)")
+    _add(group, "report-dir", default="reports", metavar="DIR",
+         help="where reports/<run-id>/ is made (default: ./reports)")
     _add(group, "warmup-seconds", type=float, metavar="S", help="override the profile's minimum warmup seconds")
     _add(group, "measure-seconds", type=float, metavar="S", help="override the profile's measured-window seconds")
     _add(group, "timeout", type=float, metavar="S", help="override the profile's per-launch timeout (seconds)")
     _add(group, "stall-factor", type=float, default=STALL_FACTOR, metavar="F",
-         help=f"a rank with no progress for F x its phase's expected time + the floor is hung (default {STALL_FACTOR:g})")
+         help="a rank with no progress for F x its phase's expected time + the floor is hung "
+              f"(default {STALL_FACTOR:g})")
     _add(group, "stall-floor", type=float, default=STALL_FLOOR_SECONDS, metavar="S",
          help=f"seconds added to every stall bound (default {STALL_FLOOR_SECONDS:g})")
     _add(group, "telemetry", choices=("on", "off"), default="on",
@@ -124,7 +127,7 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         warmup_seconds=_seconds("--harness-warmup-seconds", get("warmup_seconds")),
         measure_seconds=_seconds("--harness-measure-seconds", get("measure_seconds")),
         timeout_s=_seconds("--harness-timeout", get("timeout")),
-        stall_factor=_positive("--harness-stall-factor", get("stall_factor"), "e.g. 3"),
+        stall_factor=_positive("--harness-stall-factor", get("stall_factor"), "a factor > 0, e.g. 3"),
         stall_floor_s=_positive("--harness-stall-floor", get("stall_floor"), "seconds > 0, e.g. 30"),
         telemetry=get("telemetry") != "off",
         telemetry_period_s=_positive("--harness-telemetry-period", get("telemetry_period"), "seconds > 0, e.g. 0.1"),

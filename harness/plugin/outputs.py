@@ -60,7 +60,8 @@ def write_session_outputs(session: pytest.Session, harness_session: HarnessSessi
     try:
         line = f"harness: report {write_report(run_dir)}"
     except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page
-        line = f"harness: report.html not written ({type(exc).__name__}: {exc}); rebuild with `harness report {run_dir}`"
+        line = (f"harness: report.html not written ({type(exc).__name__}: {exc}); "
+                f"rebuild with `harness report {run_dir}`")
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(line)

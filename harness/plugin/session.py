@@ -60,14 +60,15 @@ class HarnessSession:
     def run(self, case: CaseId) -> CaseResult:
         """Launch (or find launched) ``case`` and its baseline; judge it against the profile's bounds."""
         bounds = self.profile.bounds(case.model, case.precision)
+        if bounds is None:  # collection skips such a case (plugin/cases.py): reaching here is a bug
+            raise RuntimeError(f"{case.key}: profile {self.profile.name} has no bounds for this case")
         record, baseline = self.cases.record_and_baseline(case)
         judge = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
         checks = judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note())
         return CaseResult(case=case, record=record, checks=checks,
                           baseline_run_id=baseline.run_id if baseline is not None else None,
                           context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),
-                          bounds=bounds.to_dict() if bounds is not None else None,
-                          bounds_inherited=list(bounds.inherited) if bounds is not None else [])
+                          bounds=bounds.to_dict(), bounds_inherited=list(bounds.inherited))
 
     def summary(self) -> dict:
         """session.json: the session's facts and every test's result."""
@@ -133,7 +134,8 @@ def _check_host_name_resolves() -> None:
         # torchrun's rendezvous binds to this name: without it every launch would hang in setup.
         raise pytest.UsageError(
             f"this host's name {socket.gethostname()!r} does not resolve ({exc}); torchrun needs it for its "
-            "rendezvous. Add it to /etc/hosts (in a container: run with --add-host or a hostname that resolves).") from None
+            "rendezvous. Add it to /etc/hosts (in a container: run with --add-host or a hostname that "
+            "resolves).") from None
 
 
 def _allocation(options: HarnessOptions) -> SlurmAllocation | None:
