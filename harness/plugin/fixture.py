@@ -29,7 +29,8 @@ class HarnessTest:
 
     @property
     def options(self) -> HarnessOptions:
-        return self.session.options
+        """What the command line asked (e.g. ``options.soak_duration_s``), parsed once per session."""
+        return self.session.ctx.options
 
     def run(self, case: CaseId) -> CaseResult:
         return self._keep(self.session.run(case))

@@ -50,10 +50,6 @@ class HarnessSession:
                    soak=SoakRunner(ctx=ctx))
 
     @property
-    def options(self) -> HarnessOptions:
-        return self.ctx.options
-
-    @property
     def profile(self) -> Profile:
         return self.ctx.profile
 
