@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 # Imported once, here, before any pytester test snapshots sys.modules: in-process pytester runs
-# restore the module table afterwards, and torch cannot be imported twice in one process. The
-# plugin imports these (and torch through them) lazily inside those runs.
-import harness.node.hardware  # noqa: F401
-import harness.checks.verdict  # noqa: F401
+# restore the module table afterwards, and torch cannot be imported twice in one process (it
+# segfaults). The plugin stays light; hardware detection imports torch inside those runs.
+import torch  # noqa: F401
 from harness.launch.cleanup import tagged_pids
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
 
