@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from harness.cases import CaseId
 from harness.launch.slurm import SlurmAllocation
@@ -38,7 +38,7 @@ class SessionContext:
     """UTC, ISO 8601, to the second."""
 
     @property
-    def device(self) -> str:
+    def device(self) -> Literal["cuda", "cpu"]:
         return self.profile.hardware.device
 
     @property

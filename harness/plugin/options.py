@@ -34,23 +34,37 @@ class HarnessOptions:
     thresholds_dir: Path | None = None
     """None: the shipped thresholds/."""
     models: tuple[str, ...] | None = None
+    """Models of the matrix; None: the profile's."""
     precisions: tuple[str, ...] | None = None
+    """Precisions of the matrix; None: the profile's."""
     gpus: tuple[int, ...] | None = None
-    """GPU counts (per node, on multi-node cases)."""
+    """GPU counts (per node, on multi-node cases); None: the profile's."""
     nodes: tuple[int, ...] | None = None
     """Node counts of multi-node cases; None: the whole Slurm allocation."""
     report_dir: Path = Path("reports")
+    """Where ``<run-id>/`` is made."""
     warmup_seconds: float | None = None
+    """Overrides the profile's [run] warmup_seconds."""
     measure_seconds: float | None = None
+    """Overrides the profile's [run] measure_seconds."""
     timeout_s: float | None = None
+    """Overrides the profile's [run] timeout_seconds."""
     stall_factor: float = STALL_FACTOR
+    """A rank without progress for stall_factor x its phase's expected time + stall_floor_s is hung."""
     stall_floor_s: float = STALL_FLOOR_SECONDS
+    """Seconds added to every stall bound."""
     telemetry: bool = True
+    """Sample the GPUs (NVML) during each measured window; off measures what sampling costs."""
     telemetry_period_s: float = TELEMETRY_PERIOD_SECONDS
+    """Seconds between telemetry samples."""
     ci_target: float | None = None
+    """Adaptive window's target CI half-width; None: the profile's [run] ci_target."""
     repeats: int = 1
+    """Launches per case; the case is judged on one figure of them (harness/checks/repeats.py)."""
     launch: LaunchMode = "grouped"
+    """grouped: the cases of one GPU count share a torchrun launch; per-case: one launch each."""
     compile: bool = False
+    """torch.compile every case, widest GPU count first."""
     compile_cache: Path | None = None
     """None: REPORT_DIR/.compile-cache."""
     soak_duration_s: float | None = None
