@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from harness.cases import CaseId
 from harness.launch.slurm import SlurmAllocation
+from harness.node.hardware import Hardware
+from harness.node.processes import GpuProcess, gpu_processes
 from harness.plugin.options import HarnessOptions
-
 from harness.profile.bounds import Profile
-
-if TYPE_CHECKING:  # harness.node imports torch (versions, CUDA device order): see busy_gpus
-    from harness.node.hardware import Hardware
-    from harness.node.processes import GpuProcess
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,15 +74,4 @@ class SessionContext:
         only: srun's other nodes are not looked at."""
         if self.device != "cuda":
             return []
-        # Late import: harness.node.processes imports harness.node.hardware, which imports torch,
-        # and every pytest session loads this plugin (pytest11); only a GPU session gets here.
-        from harness.node.processes import gpu_processes
-
         return gpu_processes(self.hardware.gpus[:count])
-
-
-def busy_message(busy: list[GpuProcess]) -> str:
-    """Why a launch on busy GPUs was refused: each GPU (index, UUID) and the processes holding it."""
-    from harness.node.processes import busy_gpu_message  # late, as in SessionContext.busy_gpus
-
-    return busy_gpu_message(busy)

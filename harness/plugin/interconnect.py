@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from harness import telemetry
 from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
 from harness.launch import allreduce
+from harness.node.processes import busy_gpu_message
 from harness.node.topology import read_topology
-from harness.plugin.context import SessionContext, busy_message
+from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import allreduce_spec
 
@@ -34,7 +35,7 @@ class InterconnectRuns:
             busy = ctx.busy_gpus(gpus)
             if busy:
                 self.sweeps[gpus] = allreduce.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
-                                                           failure=busy_message(busy))
+                                                           failure=busy_gpu_message(busy))
             else:
                 self.sweeps[gpus] = allreduce.run_allreduce(spec, ctx.log_dir(spec.case_id), run_id=run_id)
         return self.sweeps[gpus]

@@ -9,19 +9,16 @@ weak-scaling 1-GPU case and a strong-scaling baseline of the same batch are one 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from harness.cases import CaseId
 from harness.checks.repeats import combine
 from harness.launch import benchmark as single_launch
 from harness.launch import group as shared_launch
 from harness.launch.spec import BenchmarkSpec
-from harness.plugin.context import SessionContext, busy_message
+from harness.node.processes import GpuProcess, busy_gpu_message
+from harness.plugin.context import SessionContext
 from harness.plugin.specs import benchmark_spec
 from harness.records import Failure, RunRecord, write_record
-
-if TYPE_CHECKING:
-    from harness.node.processes import GpuProcess
 
 BaselineKey = tuple[str, str, int]
 """(model, precision, per-GPU batch) of a 1-GPU run."""
@@ -129,4 +126,4 @@ def refused_record(spec: BenchmarkSpec, run_id: str, busy: list[GpuProcess]) -> 
     return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
                      world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
                      batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
-                     status="failed", failure=Failure(reason=busy_message(busy), phase="setup"))
+                     status="failed", failure=Failure(reason=busy_gpu_message(busy), phase="setup"))

@@ -20,6 +20,8 @@ import pytest
 from harness.cases import CaseId
 from harness.checks import verdict
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
+from harness.node.hardware import HardwareError, detect
+from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.interconnect import InterconnectRuns
 from harness.plugin.launching import CaseLauncher
@@ -30,6 +32,7 @@ from harness.plugin.rundir import make_run_dir, make_run_id
 from harness.plugin.soak import SoakRunner
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
+from harness.profile.match import select_profile
 
 SESSION_KEY = pytest.StashKey["HarnessSession"]()
 
@@ -90,12 +93,6 @@ class HarnessSession:
 
 def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSession:
     """Everything checked before the first benchmark: any problem is one usage error, nothing launched."""
-    # Late imports: hardware detection imports torch (its versions; profile matching detects), and
-    # every pytest session loads this plugin (pytest11); only an acceptance session gets here.
-    from harness.node.hardware import HardwareError, detect
-    from harness.node.processes import busy_gpu_message, gpu_processes
-    from harness.profile.match import select_profile
-
     _check_host_name_resolves()
     try:
         profiles = load_profiles(options.thresholds_dir or default_thresholds_dir())
