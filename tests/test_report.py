@@ -258,8 +258,8 @@ def test_a_missed_bound_shows_measured_against_bound(failed_dir: Path):
     html = build_report(failed_dir)
     case = re.search(r'<article class="case fail" id="case-test_scaling.py_test_weak_scaling_vit_b_16-fp16-2gpu_">'
                      r".*?</article>", html, re.S).group(0)
-    assert re.search(r'<tr class="fail">\s*<td>per-GPU throughput</td>.*?1,900.0 images/s.*?≥ 2,056.0 images/s.*?FAIL',
-                     case, re.S)
+    assert re.search(r'<tr class="fail" data-check="throughput_per_gpu">\s*<td>per-GPU throughput</td>'
+                     r".*?1,900.0 images/s.*?≥ 2,056.0 images/s.*?FAIL", case, re.S)
     assert "per-GPU throughput 1,900.0 images/s &lt; 2,056.0 images/s" in case
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from harness.cases import CaseId
@@ -40,6 +41,8 @@ def outcome_state(outcome: str) -> str:
 
 @dataclass(kw_only=True)
 class SessionTest:
+    """One test of the session: pytest's outcome and messages, and the harness result it carried."""
+
     nodeid: str
     outcome: str | None
     """pytest's outcome; None when not recorded (report.json missing, cut short, or damaged)."""
@@ -52,7 +55,7 @@ class SessionTest:
     skip_reason: str = ""
     duration_s: float | None = None
 
-    @property
+    @cached_property
     def case(self) -> CaseId | None:
         """The case as the session recorded it; None when not recorded (or not a benchmark case)."""
         return CaseId.from_dict(self.harness.get("case_id"))
