@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import render as report
+from harness.report.browser import load_in_chromium, screenshot
+from harness.report.render import write_report
+from test_report import _poison, contract_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {
@@ -33,13 +35,11 @@ def built(request, tmp_path: Path) -> Path:
     source = EXAMPLES[request.param]
     if not source.is_dir():
         pytest.skip(f"{source.relative_to(ROOT)} is not in this checkout")
-    run = tmp_path / request.param
-    shutil.copytree(source, run)
-    return report.write_report(run)
+    return write_report(contract_copy(source, tmp_path / request.param))
 
 
 def test_the_page_loads_without_console_errors(built: Path):
-    dom, errors = report.load_in_chromium(built)
+    dom, errors = load_in_chromium(built)
     assert errors == []
     assert 'id="verdict"' in dom and 'data-verdict="' in dom
     assert 'id="thresholds"' in dom  # the whole document was parsed, not a prefix
@@ -47,7 +47,7 @@ def test_the_page_loads_without_console_errors(built: Path):
 
 def test_a_screenshot_is_written(built: Path):
     png = built.parent / "report.png"  # saved under the run directory, beside report.html
-    report.screenshot(built, png)
+    screenshot(built, png)
     data = png.read_bytes()
     assert data[:8] == PNG_MAGIC and len(data) > 10_000
 
@@ -57,18 +57,15 @@ def test_console_errors_are_caught(tmp_path: Path):
     page = tmp_path / "broken.html"
     page.write_text('<!DOCTYPE html><html><body><div id="verdict"></div>'
                     '<script>console.error("boom"); null.f();</script></body></html>')
-    _, errors = report.load_in_chromium(page)
+    _, errors = load_in_chromium(page)
     assert any("boom" in line for line in errors) and any("Uncaught TypeError" in line for line in errors)
 
 
 def test_a_page_full_of_hostile_strings_still_loads_cleanly(tmp_path: Path):
     """HTML, control characters and a 100,000-character line in every input: escaped, cut, valid."""
-    from test_report import _poison
-
-    run = tmp_path / "hostile"
-    shutil.copytree(EXAMPLES["h200x4"], run)
+    run = contract_copy(EXAMPLES["h200x4"], tmp_path / "hostile")
     _poison(run)
-    dom, errors = report.load_in_chromium(report.write_report(run))
+    dom, errors = load_in_chromium(write_report(run))
     assert errors == []
     assert "<script>alert(1)" not in dom  # not even as an element the parser built
     assert 'id="thresholds"' in dom

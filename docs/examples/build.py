@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from harness.report import build_report, screenshot  # noqa: E402
+from harness.report.browser import screenshot  # noqa: E402
+from harness.report.render import build_report  # noqa: E402
 
 EXAMPLES = {
     "h200x4": ROOT / "docs" / "data" / "2026-11-21-h200x4-acceptance",

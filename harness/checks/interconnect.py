@@ -37,14 +37,14 @@ def _busbw_check(run: AllReduceRun, bounds: Any) -> Check:
     name = f"all-reduce bus bandwidth at {size_label(largest['size_bytes'])}" if largest else "all-reduce bus bandwidth"
     measured = largest["busbw_gbps"] if largest else None
     if bounds is None:
-        return Check(name=name, kind="performance", measured=measured, bound=None, unit="GB/s",
+        return Check(name=name, key="allreduce_busbw", kind="performance", measured=measured, bound=None, unit="GB/s",
                      comparison=">=", passed=None, note="the profile has no [interconnect] section")
     bound = bounds.min_allreduce_busbw_gbps.get(run.gpus)
     if bound is None:
-        return Check(name=name, kind="performance", measured=measured, bound=None, unit="GB/s",
+        return Check(name=name, key="allreduce_busbw", kind="performance", measured=measured, bound=None, unit="GB/s",
                      comparison=">=", passed=None, source=bounds.source,
                      note=f"the profile has no bound for {run.gpus} GPUs")
-    return Check(name=name, kind="performance", measured=measured, bound=bound, unit="GB/s",
+    return Check(name=name, key="allreduce_busbw", kind="performance", measured=measured, bound=bound, unit="GB/s",
                  comparison=">=", passed=measured is not None and measured >= bound, source=bounds.source)
 
 

@@ -18,6 +18,11 @@ AXIS = "#57606a"
 GRID = "#e6e8eb"
 PASS = "#1a7f37"
 FAIL = "#cf222e"
+PRECISION_COLORS = {"bf16": "#2f6fdf", "fp16": "#d9480f", "fp32": "#7048e8"}
+OTHER_COLORS = ("#0b7285", "#5c940d", "#a61e4d", "#495057")
+"""Line colours of precisions not in PRECISION_COLORS, in turn."""
+GPU_COLORS = ("#2f6fdf", "#d9480f", "#2b8a3e", "#7048e8", "#0b7285", "#c2255c", "#e67700", "#495057")
+"""One colour per GPU (telemetry) or GPU count (all-reduce), in turn."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -149,9 +154,9 @@ def line_chart(*, title: str, series: Sequence[Series], x_ticks: Sequence[tuple[
     if x_range[0] == x_range[1]:
         x_range = (x_range[0] - 1, x_range[1] + 1)
     legend_rows = math.ceil(len(series) / 2)
+    x_pad = (x_range[1] - x_range[0]) * 0.06
     frame = _Frame(width=width, height=height + 16 * legend_rows, bottom=40 + 16 * legend_rows, left=52, right=16,
-                   x_range=(x_range[0] - (x_range[1] - x_range[0]) * 0.06, x_range[1] + (x_range[1] - x_range[0]) * 0.06),
-                   y_range=y_range)
+                   x_range=(x_range[0] - x_pad, x_range[1] + x_pad), y_range=y_range)
     parts = _open(frame, title)
     parts += _y_axis(frame, ticks, y_label)
     axis_y = frame.height - frame.bottom

@@ -1,0 +1,77 @@
+"""The verdict banner: PASS, FAIL or INCOMPLETE, the counts, the times, and why a run is incomplete."""
+
+from __future__ import annotations
+
+from harness.report.format import fmt_duration, fmt_time, parse_time
+from harness.report.inputs import KEY_CHARS, RunInputs, as_dict, as_int, as_number, as_text, clean_text
+from harness.report.outcomes import SessionTest
+
+_TITLES = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}
+
+
+def _counts(tests: list[SessionTest]) -> tuple[dict[str, int], int]:
+    """Outcome counts (xpassed counted as passed, xfailed as skipped), and tests without an outcome."""
+    counts = {name: 0 for name in ("passed", "failed", "skipped", "error")}
+    missing = 0
+    for test in tests:
+        if test.outcome is None:
+            missing += 1
+            continue
+        counts[{"xpassed": "passed", "xfailed": "skipped"}.get(test.outcome, test.outcome)] += 1
+    return counts, missing
+
+
+def _exit_status(inputs: RunInputs) -> int | None:
+    exitstatus = as_int(as_dict(inputs.session).get("exitstatus"))
+    return exitstatus if exitstatus is not None else as_int(as_dict(inputs.report).get("exitcode"))
+
+
+def _incomplete(inputs: RunInputs, tests: list[SessionTest], counts: dict[str, int], missing: int) -> list[str]:
+    """Every reason this session's results are not the whole story."""
+    reasons: list[str] = []
+    if inputs.report is None:
+        reasons.append(f"report.json {inputs.report_problem}: pytest did not finish its report, so the "
+                       "test outcomes below come from session.json and runs/ (the session was probably killed)")
+    exitstatus = _exit_status(inputs)
+    if as_dict(inputs.session).get("interrupted") is True or exitstatus == 2:
+        status = exitstatus if exitstatus is not None else "unknown"
+        reasons.append(f"the session was interrupted (exit status {status}): cases after the interruption never ran")
+    elif exitstatus in (3, 4):
+        reasons.append(f"pytest ended with exit status {exitstatus} "
+                       f"({'internal error' if exitstatus == 3 else 'usage error'})")
+    if missing:
+        reasons.append(f"{missing} test{'s have' if missing > 1 else ' has'} no recorded outcome")
+    if tests and not counts["passed"] and not counts["failed"] and not counts["error"] and not missing:
+        reasons.append("no test ran: every test was skipped")
+    if not tests:
+        reasons.append("no test results were recorded")
+    return reasons
+
+
+def _wall_seconds(inputs: RunInputs, header: dict) -> float | None:
+    started, finished = parse_time(header.get("started_at")), parse_time(header.get("finished_at"))
+    if started and finished and (started.tzinfo is None) == (finished.tzinfo is None):
+        return (finished - started).total_seconds()
+    return as_number(as_dict(inputs.report).get("duration"))
+
+
+def build_verdict(inputs: RunInputs, header: dict, tests: list[SessionTest]) -> dict:
+    """The banner: any failure is FAIL (even in an interrupted run); else any gap is INCOMPLETE; else PASS."""
+    counts, missing = _counts(tests)
+    incomplete = _incomplete(inputs, tests, counts, missing)
+    notes = [f"session.json {inputs.session_problem}"] if inputs.session is None else []
+    notes += inputs.record_problems
+    derived_failures = sum(1 for t in tests if t.outcome is None and t.derived_outcome == "failed")
+    if counts["failed"] or counts["error"] or derived_failures:
+        state = "fail"
+    elif incomplete:
+        state = "incomplete"
+    else:
+        state = "pass"
+    return {"state": state, "title": _TITLES[state],
+            "counts": counts, "missing": missing, "derived_failures": derived_failures, "total": len(tests),
+            "incomplete": incomplete, "notes": notes, "exitstatus": _exit_status(inputs),
+            "run_id": as_text(header.get("run_id")) or clean_text(inputs.run_dir.name, KEY_CHARS, one_line=True),
+            "started": fmt_time(header.get("started_at")) if header.get("started_at") else "unknown",
+            "finished": fmt_time(header.get("finished_at")) if header.get("finished_at") else "not recorded",
+            "wall": fmt_duration(_wall_seconds(inputs, header))}
