@@ -21,6 +21,7 @@ copy; a compaction upgrades the compacted file), and a store newer than this har
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from harness.fleet.facts import CheckFact, GpuFact, SessionFacts
+from harness.fleet.facts import CheckFact, GpuFact, GpuFigure, SessionFacts
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: sessions, the GPUs each saw, and every check with its bound and verdict.
@@ -56,6 +57,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             measured REAL, bound REAL, unit TEXT, comparison TEXT,
             passed INTEGER CHECK (passed IN (0, 1)), note TEXT)""",
      "CREATE INDEX checks_by_session ON checks (session_id)"),
+    # 2: each GPU's own figures, for its history by UUID and for outliers among GPUs; the reasons
+    # behind a verdict. Sessions stored at schema 1 keep no per-GPU figures and no reasons.
+    ("""CREATE TABLE gpu_figures (
+            session_id INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            case_key TEXT NOT NULL, figure_key TEXT NOT NULL, name TEXT NOT NULL, host TEXT NOT NULL,
+            rank INTEGER NOT NULL, gpu_index INTEGER, gpu_uuid TEXT, value REAL NOT NULL, unit TEXT,
+            direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower', 'either')))""",
+     "CREATE INDEX gpu_figures_by_uuid ON gpu_figures (gpu_uuid)",
+     "CREATE INDEX gpu_figures_by_session ON gpu_figures (session_id)",
+     "ALTER TABLE sessions ADD COLUMN verdict_reasons TEXT NOT NULL DEFAULT '[]'"),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -67,6 +78,7 @@ _GPU_COLUMNS = {"index": "gpu_index", "uuid": "uuid", "serial": "serial", "name"
                 "pci_bus_id": "pci_bus_id", "memory_gib": "memory_gib"}
 """GpuFact field -> column ("index" is an SQL keyword)."""
 _CHECK_COLUMNS = {f.name: ("check_key" if f.name == "key" else f.name) for f in fields(CheckFact)}
+_FIGURE_COLUMNS = {f.name: ("figure_key" if f.name == "key" else f.name) for f in fields(GpuFigure)}
 
 
 class StoreError(Exception):
@@ -119,12 +131,16 @@ def insert_session(conn: sqlite3.Connection, facts: SessionFacts) -> bool:
             return False
         row = {column: getattr(facts, column) for column in _SESSION_COLUMNS}
         row["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")  # when this file got the row
+        row["verdict_reasons"] = json.dumps(list(facts.verdict_reasons))
         session_id = _insert(conn, "sessions", row)
         for gpu in facts.gpus:
             _insert(conn, "gpus", {"session_id": session_id} | {c: getattr(gpu, f) for f, c in _GPU_COLUMNS.items()})
         for check in facts.checks:
             row = {c: getattr(check, f) for f, c in _CHECK_COLUMNS.items()}
             _insert(conn, "checks", {"session_id": session_id} | row)
+        for figure in facts.gpu_figures:
+            row = {c: getattr(figure, f) for f, c in _FIGURE_COLUMNS.items()}
+            _insert(conn, "gpu_figures", {"session_id": session_id} | row)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -231,9 +247,20 @@ def _sessions(conn: sqlite3.Connection) -> list[SessionFacts]:
             "SELECT * FROM gpus WHERE session_id = ? ORDER BY gpu_index", (row["id"],)))
         checks = tuple(_check(check) for check in conn.execute(
             "SELECT * FROM checks WHERE session_id = ? ORDER BY rowid", (row["id"],)))
+        figures = tuple(GpuFigure(**{f: figure[c] for f, c in _FIGURE_COLUMNS.items()}) for figure in conn.execute(
+            "SELECT * FROM gpu_figures WHERE session_id = ? ORDER BY rowid", (row["id"],)))
         values = {column: row[column] for column in _SESSION_COLUMNS}
-        sessions.append(SessionFacts(**values, gpus=gpus, checks=checks))
+        sessions.append(SessionFacts(**values, verdict_reasons=_reasons(row["verdict_reasons"]), gpus=gpus,
+                                     checks=checks, gpu_figures=figures))
     return sessions
+
+
+def _reasons(text: str) -> tuple[str, ...]:
+    try:
+        reasons = json.loads(text)
+    except ValueError:
+        return (f"unreadable verdict reasons in the store: {text[:200]!r}",)
+    return tuple(str(r) for r in reasons) if isinstance(reasons, list) else ()
 
 
 def _check(row: sqlite3.Row) -> CheckFact:
