@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +43,8 @@ class NodePlan:
 
 
 def uuid_of(node: str, index: int) -> str:
-    return f"GPU-{abs(hash((node, index))) % 16**8:08x}-{index:04d}-4e1f-9c2a-{node[-4:].rjust(4, '0')}00000000"
+    """A UUID-shaped name, the same in every process (``hash()`` of a string is salted per process)."""
+    return f"GPU-{zlib.crc32(f'{node}/{index}'.encode()):08x}-{index:04d}-4e1f-9c2a-{node[-4:].rjust(4, '0')}00000000"
 
 
 def _telemetry(plan: NodePlan, indices: range, rng: random.Random) -> dict:
@@ -93,7 +95,7 @@ def run_id(plan: NodePlan) -> str:
 
 
 def _results(plan: NodePlan) -> dict[str, dict]:
-    rng = random.Random(f"{plan.node}-{plan.seed}")
+    rng = random.Random(f"{plan.node}-{plan.started_at}-{plan.seed}")
     bounds = PROFILE.bounds(MODEL, PRECISION)
     one = _record(plan, 1, rng)
     results = {}

@@ -28,8 +28,12 @@ def _environment() -> Environment:
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
+def render_template(name: str, **data: Any) -> str:
+    return _environment().get_template(name).render(**data)
+
+
 def render_html(view: dict) -> str:
-    return _environment().get_template("fleet.html.j2").render(fleet=view)
+    return render_template("fleet.html.j2", fleet=view)
 
 
 def _plain(value: Any) -> Any:
@@ -70,7 +74,7 @@ def render_csv(view: dict) -> str:
     return out.getvalue()
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -89,6 +93,6 @@ def write_outputs(view: dict, output_dir: Path) -> dict[str, Path]:
     written = {}
     for name, text in (("fleet.html", render_html(view)), ("fleet.json", render_json(view)),
                        ("fleet.csv", render_csv(view))):
-        _write_atomic(output_dir / name, text)
+        write_atomic(output_dir / name, text)
         written[name] = output_dir / name
     return written

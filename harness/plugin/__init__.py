@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from harness.cases import CaseId
+from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV, prometheus_dir, record_session, store_path
 from harness.records import RunRecord
 
 SESSION_KEY = pytest.StashKey["HarnessSession"]()
@@ -85,6 +86,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-soak", "--soak", dest="harness_soak", metavar="DURATION",
                     help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
                          "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
+    group.addoption("--harness-store", dest="harness_store", metavar="PATH",
+                    help=f"the history store this session's facts are added to (default: ${STORE_ENV}, else "
+                         "REPORT_DIR/history.sqlite); many nodes may share one path on a shared file system")
+    group.addoption("--harness-prometheus-dir", dest="harness_prometheus_dir", metavar="DIR",
+                    help=f"also write the session's verdict and figures to DIR/harness_acceptance.prom, for "
+                         f"node_exporter's textfile collector (default: ${PROMETHEUS_ENV}, else not written)")
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -823,6 +830,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     summary["interrupted"] = bool(session.shouldstop) or int(exitstatus) == pytest.ExitCode.INTERRUPTED
     write_json_atomic(harness_session.run_dir / "session.json", json.dumps(summary, indent=1, default=str))
     _write_html_report(session, harness_session.run_dir)
+    _record_for_fleet(session, harness_session.run_dir)
+
+
+def _record_for_fleet(session: pytest.Session, run_dir: Path) -> None:
+    """harness/fleet: the session into the history store, its Prometheus file; never raises (warning lines)."""
+    option = session.config.getoption
+    lines = record_session(run_dir, store=store_path(option("harness_store"), option("harness_report_dir")),
+                           textfile_dir=prometheus_dir(option("harness_prometheus_dir")))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines if reporter is not None else ():
+        reporter.write_line(line)
 
 
 def _write_html_report(session: pytest.Session, run_dir: Path) -> None:
