@@ -21,6 +21,7 @@ copy; a compaction upgrades the compacted file), and a store newer than this har
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -175,7 +176,8 @@ def write_session(store: Path, facts: SessionFacts) -> Path:
         os.replace(tmp, final)
         _sync_directory(directory)
     except (OSError, sqlite3.Error) as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise StoreError(f"cannot write {final}: {exc}; point --harness-store (or HARNESS_STORE) at a writable "
                          "path") from None
     return final
@@ -270,24 +272,32 @@ def _check(row: sqlite3.Row) -> CheckFact:
 
 
 def load(store: Path) -> StoreContents:
-    """Every session in the store, each once. Raises StoreError when there is no store at all."""
+    """Every session in the store, each once. Raises StoreError when there is no store at all.
+
+    The per-session files are listed and read before the compacted store: a compaction that runs
+    meanwhile renames the new compacted store into place before it removes the files it folded,
+    so a file that vanished is in the compacted store read after it.
+    """
     store = Path(store)
     files = store_files(store)
     if not files and not incoming_dir(store).is_dir():
         raise StoreError(f"no history store at {store} (neither {store} nor {incoming_dir(store)}/ exists); "
                          "sessions write it when they end (--harness-store, HARNESS_STORE): pass the path they used")
+    ordered = [p for p in files if p != store] + [store]
     contents = StoreContents(files=files)
     seen: set[tuple[str, str]] = set()
-    for path in files:
+    for path in ordered:
         try:
             sessions = read_file(path)
         except StoreError as exc:
-            contents.problems.append(str(exc))
-            continue
+            if path.exists():
+                contents.problems.append(str(exc))
+            continue  # a vanished per-session file was folded into the compacted store
         for session in sessions:
             if session.identity not in seen:
                 seen.add(session.identity)
                 contents.sessions.append(session)
+    contents.sessions.sort(key=lambda s: (s.when, s.node, s.run_id))
     return contents
 
 
@@ -352,7 +362,8 @@ def _fold(store: Path, files: list[Path]) -> Compaction:
             conn.close()
         os.replace(tmp, store)
     except (OSError, sqlite3.Error) as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise StoreError(f"cannot write {store}: {exc}; nothing was folded, the per-session files are kept") from None
     for path in result.folded:
         path.unlink(missing_ok=True)
