@@ -193,7 +193,11 @@ def build_fleet(sessions: list[SessionFacts], *, problems: list[str] = (), rule:
     figures.sort(key=lambda f: (-f["outliers"], f["profile"], f["case_key"], f["level"], f["name"]))
     outliers = [{**row, "figure": f["name"], "case_key": f["case_key"], "figure_id": f["id"], "unit": f["unit"],
                  "median_text": f["median_text"]} for f in figures for row in f["rows"] if row["outlier"]]
-    outliers.sort(key=lambda o: (not o["worse"], -abs(o["robust_z"]) if math.isfinite(o["robust_z"]) else -math.inf))
+    # Worse side first; among those, nodes that passed first: a failed node is news already, an
+    # outlier on a node within every bound is what only the fleet can show. Then the largest distance.
+    failed_nodes = {s.node for s in latest if s.verdict != "PASS"}
+    outliers.sort(key=lambda o: (not o["worse"], o["node"] in failed_nodes,
+                                 -abs(o["deviation"]) if o["deviation"] is not None else -math.inf))
     verdict, reasons = fleet_verdict(latest, missing, list(problems))
     profiles = Counter((s.profile_name or "not recorded", s.profile_sha256 or "") for s in latest)
     notes = []
