@@ -19,7 +19,7 @@ def _chart(trend: Trend):
     if references:
         series.append(Series(label="median of earlier sign-offs", points=references, color=REFERENCE_COLOR, dashed=True))
     ticks = [(float(i), p.when[5:10]) for i, p in enumerate(trend.points)]
-    return line_chart(title=trend.title, series=series, x_ticks=ticks, y_label=trend.unit, width=600, height=220)
+    return line_chart(title=trend.name, series=series, x_ticks=ticks, y_label=trend.unit, width=600, height=220)
 
 
 def render_history_html(subject: str, trends: list[Trend], threshold: float) -> str:
