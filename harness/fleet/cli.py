@@ -17,9 +17,10 @@ from harness.fleet.facts import SessionFacts
 from harness.fleet.history import DRIFT_THRESHOLD, format_trends, gpu_history, node_history, trends_to_dict
 from harness.fleet.history_page import render_history_html
 from harness.fleet.outliers import MIN_RELATIVE, Z_THRESHOLD, OutlierRule
-from harness.fleet.page import render_json, write_atomic, write_outputs
+from harness.fleet.page import render_json, write_outputs
 from harness.fleet.session_end import STORE_ENV, store_path
 from harness.fleet.store import StoreError, compact, load, write_session
+from harness.fleet.textfile import write_text_atomic
 from harness.fleet.view import build_fleet
 from harness.launch.slurm import expand_hostlist
 
@@ -28,12 +29,18 @@ class InputError(Exception):
     """Input that cannot be used: printed as one line, exit status 2."""
 
 
+FLEET_HELP = "one page for many nodes: verdict per node, failing checks, outliers against the fleet median"
+FLEET_DESCRIPTION = ("Build fleet.html, fleet.json and fleet.csv from many nodes' sessions: each node's verdict (its "
+                     "latest session), the failing checks, and every figure against the fleet median with robust "
+                     "outliers flagged (docs/fleet.md).")
+HISTORY_HELP = "a node's or a GPU's figures over its sessions, drift flagged; the store's upkeep"
+HISTORY_DESCRIPTION = ("Each figure of a node (--node) or of a GPU (--gpu UUID) over its sessions, compared with the "
+                       "median of its earlier sign-offs; or add report directories to the store (--add), or fold the "
+                       "per-session files into it (--compact). docs/fleet.md.")
+
+
 def add_fleet_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "fleet", help="one page for many nodes: verdict per node, failing checks, outliers against the fleet median",
-        description="Build fleet.html, fleet.json and fleet.csv from many nodes' sessions: each node's verdict "
-                    "(its latest session), the failing checks, and every figure against the fleet median with "
-                    "robust outliers flagged (docs/fleet.md).")
+    p = sub.add_parser("fleet", help=FLEET_HELP, description=FLEET_DESCRIPTION)
     p.add_argument("run_dirs", nargs="*", type=Path, metavar="DIR",
                    help="report directories (reports/<run-id>/) or directories holding them, up to two levels down")
     p.add_argument("--store", type=Path, metavar="PATH", help="also take the sessions of this history store")
@@ -52,11 +59,7 @@ def add_fleet_parser(sub) -> argparse.ArgumentParser:
 
 
 def add_history_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "history", help="a node's or a GPU's figures over its sessions, drift flagged; the store's upkeep",
-        description="Each figure of a node (--node) or of a GPU (--gpu UUID) over its sessions, compared with "
-                    "the median of its earlier sign-offs; or add report directories to the store (--add), or "
-                    "fold the per-session files into it (--compact). docs/fleet.md.")
+    p = sub.add_parser("history", help=HISTORY_HELP, description=HISTORY_DESCRIPTION)
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--node", help="a node's host name")
     what.add_argument("--gpu", metavar="UUID", help="a GPU's UUID (GPU-...), followed across nodes")
@@ -159,9 +162,9 @@ def run_history(ns: argparse.Namespace) -> int:
     print(format_trends(subject, trends, ns.drift))
     try:
         if ns.json is not None:
-            write_atomic(ns.json, render_json(trends_to_dict(subject, trends, ns.drift)))
+            write_text_atomic(ns.json, render_json(trends_to_dict(subject, trends, ns.drift)))
         if ns.html is not None:
-            write_atomic(ns.html, render_history_html(subject, trends, ns.drift))
+            write_text_atomic(ns.html, render_history_html(subject, trends, ns.drift))
     except OSError as exc:
         raise InputError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
     return 1 if any(t.drifted for t in trends) else 0

@@ -9,6 +9,7 @@ names the file and says what to do, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,12 @@ def _list(value: Any) -> list:
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+    """A finite number, or None (a bool, a string, NaN, an integer beyond any float)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):
+            if math.isfinite(value):
+                return float(value)
+    return None
 
 
 def _int(value: Any) -> int | None:

@@ -7,12 +7,12 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from harness.fleet.textfile import write_text_atomic
 
 FIGURE_COLUMNS = ("profile", "case_key", "level", "key", "name", "unit", "direction")
 ROW_COLUMNS = ("node", "gpu", "uuid", "value", "deviation", "robust_z", "outlier", "worse", "bound", "passed")
@@ -74,18 +74,6 @@ def render_csv(view: dict) -> str:
     return out.getvalue()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_outputs(view: dict, output_dir: Path) -> dict[str, Path]:
     """fleet.html, fleet.json and fleet.csv in ``output_dir`` (made if missing). Raises OSError."""
     output_dir = Path(output_dir)
@@ -93,6 +81,6 @@ def write_outputs(view: dict, output_dir: Path) -> dict[str, Path]:
     written = {}
     for name, text in (("fleet.html", render_html(view)), ("fleet.json", render_json(view)),
                        ("fleet.csv", render_csv(view))):
-        write_atomic(output_dir / name, text)
+        write_text_atomic(output_dir / name, text)
         written[name] = output_dir / name
     return written

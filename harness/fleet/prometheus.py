@@ -6,16 +6,13 @@ Each node keeps one file, ``harness_acceptance.prom``, overwritten by its latest
 describe the latest sign-off, and series do not multiply with every run (the run id is a label
 of the info metric only).
 
-Pure text building (``exposition``) around one atomic write (``write_textfile``).
+Pure text building; written by harness.fleet.textfile (whole, then renamed into place).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from datetime import datetime
-from pathlib import Path
 
 from harness.fleet.facts import VERDICTS, SessionFacts
 
@@ -102,19 +99,3 @@ def exposition(session: SessionFacts) -> str:
         if samples[name]:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples[name].values()]
     return "\n".join(lines) + "\n"
-
-
-def write_textfile(path: Path, text: str) -> None:
-    """Write whole, then rename into place (a scrape never sees half a file). Raises OSError."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The collector reads every *.prom file: the temporary name must not end in .prom.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

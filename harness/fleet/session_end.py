@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Mapping
 
 from harness.fleet.collect import CollectError, read_session
-from harness.fleet.prometheus import RUN_DIR_NAME, TEXTFILE_NAME, exposition, write_textfile
+from harness.fleet.prometheus import RUN_DIR_NAME, TEXTFILE_NAME, exposition
 from harness.fleet.store import StoreError, write_session
+from harness.fleet.textfile import write_text_atomic
 
 STORE_ENV = "HARNESS_STORE"
 """The history store's path when --harness-store is not given: one path on a shared file system
@@ -54,7 +55,7 @@ def record_session(run_dir: Path, *, store: Path, textfile_dir: Path | None = No
     targets = [(run_dir / RUN_DIR_NAME, False)] + ([(textfile_dir / TEXTFILE_NAME, True)] if textfile_dir else [])
     for target, say in targets:
         try:
-            write_textfile(target, text)
+            write_text_atomic(target, text)
         except OSError as exc:
             lines.append(f"harness: Prometheus file not written: cannot write {target}: {exc.strerror or exc}; "
                          f"point --harness-prometheus-dir (or {PROMETHEUS_ENV}) at a writable directory")
