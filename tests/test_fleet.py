@@ -190,7 +190,8 @@ def test_the_fleet_reads_the_store_as_well_as_report_directories(fleet_root, tmp
     assert code == 1 and out.startswith("FAIL: 6 nodes")
     code, out, _ = run_fleet(capsys, fleet_root, "--store", tmp_path / "h.sqlite", "--output", tmp_path / "b")
     assert out.startswith("FAIL: 6 nodes"), "a session in both counts once"
-    code, out, _ = run_fleet(capsys, "--store", tmp_path / "h.sqlite", "--since", "2026-12-01", "--output", tmp_path / "c")
+    code, out, _ = run_fleet(capsys, "--store", tmp_path / "h.sqlite", "--since", "2026-12-01",
+                             "--output", tmp_path / "c")
     assert out.startswith("INCOMPLETE: 0 nodes")
 
 
@@ -230,11 +231,13 @@ def parse_exposition(text: str) -> dict[tuple[str, tuple], float]:
 def test_the_prometheus_text_reads_back_with_the_verdict_one_hot_and_every_figure(fleet_root):
     session = read_session(next(d for d in find_run_dirs([fleet_root]) if "node05" in d.name))
     samples = parse_exposition(prometheus.exposition(session))
-    verdicts = {dict(labels)["verdict"]: v for (name, labels), v in samples.items() if name == "harness_session_verdict"}
+    verdicts = {dict(labels)["verdict"]: v for (name, labels), v in samples.items()
+                if name == "harness_session_verdict"}
     assert verdicts == {"PASS": 0, "FAIL": 1, "INCOMPLETE": 0}
     figures = [(dict(labels), v) for (name, labels), v in samples.items() if name == "harness_gpu_figure"]
-    compute = [(l, v) for l, v in figures if l["figure"] == "compute_throughput"]
-    assert len(compute) == 8 and {l["uuid"] for l, _ in compute} == {uuid_of("gpu-node05", i) for i in range(8)}
+    compute = [(labels, v) for labels, v in figures if labels["figure"] == "compute_throughput"]
+    assert len(compute) == 8
+    assert {labels["uuid"] for labels, _ in compute} == {uuid_of("gpu-node05", i) for i in range(8)}
     passed = {dict(labels)["check"]: v for (name, labels), v in samples.items() if name == "harness_check_passed"
               and dict(labels)["case"] == "resnet50-bf16-weak-8gpu"}
     assert passed["per-GPU throughput"] == 0 and passed["weak-scaling efficiency"] == 1

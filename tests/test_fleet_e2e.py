@@ -87,7 +87,8 @@ def test_every_session_added_itself_to_the_store_and_wrote_its_prometheus_file(s
         latest = run_dirs(sessions, node)[-1]
         verdict = re.search(r'data-verdict="(\w+)"', (latest / "report.html").read_text())[1]
         assert samples[("harness_session_verdict", (("node", node), ("verdict", verdict)))] == 1
-        assert (latest / "metrics.prom").read_text() == (sessions / "textfile" / node / "harness_acceptance.prom").read_text()
+        textfile = sessions / "textfile" / node / "harness_acceptance.prom"
+        assert (latest / "metrics.prom").read_text() == textfile.read_text()
 
 
 def test_the_fleet_page_of_real_and_made_up_nodes_loads_in_chromium(sessions, tmp_path, capsys):
@@ -118,7 +119,7 @@ def test_the_history_of_a_node_spans_its_two_sessions(sessions, capsys):
     assert code in (0, 1), "drift or not, on a shared CPU: both are answers"
     assert "over 2 sessions" in out.splitlines()[0]
     # Two points; the second is compared with the first only if the first passed (a loaded CPU may fail it).
-    assert re.search(r"tiny_bert-fp32-weak-1gpu · per-GPU throughput · node .*\n(  \S+ +(PASS|FAIL) +cpu-node1 .*\n){2}",
-                     out + "\n"), out
+    two_points = r"tiny_bert-fp32-weak-1gpu · per-GPU throughput · node .*\n(  \S+ +(PASS|FAIL) +cpu-node1 .*\n){2}"
+    assert re.search(two_points, out + "\n"), out
     assert main(["history", "--store", str(sessions / "history.sqlite"), "--compact"]) == 0
     assert len(store.load(sessions / "history.sqlite").sessions) == 4

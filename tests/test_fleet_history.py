@@ -48,7 +48,7 @@ def history_store(tmp_path_factory) -> tuple[Path, Path]:
     """Three monthly sign-offs of gpu-node09, whose GPU 3 is 3.5 % slower in the last (still within
     every bound), and of a steady gpu-node10, added to a store."""
     root = tmp_path_factory.mktemp("history")
-    for day, slow in zip(DATES, (0.0, 0.004, 0.035)):
+    for day, slow in zip(DATES, (0.0, 0.004, 0.035), strict=True):
         write_node(root / "reports", NodePlan(node="gpu-node09", slow_gpu=3, slow_by=slow,
                                               started_at=f"{day}T10:00:00+00:00"))
         write_node(root / "reports", NodePlan(node="gpu-node10", started_at=f"{day}T11:00:00+00:00"))
@@ -67,8 +67,8 @@ def test_the_history_of_a_gpu_flags_its_drift_while_every_session_passed(history
     assert out.splitlines()[:2] == [f"history of GPU {uuid}: 5 figures over 3 sessions",
                                     "DRIFT: 1 figure at least 3 % worse than the median of earlier sign-offs "
                                     "(listed first)"]
-    assert re.search(r"compute throughput \(no all-reduce\) .*\n.*PASS.*\n.*PASS.*\n.*PASS .* -3\.\d % vs [\d,.]+  DRIFT",
-                     out), out
+    drifted = r"compute throughput \(no all-reduce\) .*\n.*PASS.*\n.*PASS.*\n.*PASS .* -3\.\d % vs [\d,.]+  DRIFT"
+    assert re.search(drifted, out), out
     data = json.loads((tmp_path / "h.json").read_text())
     drifted = [t for t in data["trends"] if t["drifted"]]
     assert [(t["key"], len(t["points"])) for t in drifted] == [("compute_throughput", 3)]
@@ -97,10 +97,10 @@ def test_the_history_of_a_node_holds_its_checks_and_its_gpus(history_store):
 def test_a_gpu_is_followed_by_its_uuid_when_it_moves_to_another_node(tmp_path):
     sessions = []
     for node, day, slow in (("a", "2026-09-01", 0.0), ("b", "2026-10-01", 0.05)):
-        run_dir = write_node(tmp_path, NodePlan(node=node, slow_gpu=3, slow_by=slow, started_at=f"{day}T10:00:00+00:00"))
-        text = (run_dir / "session.json").read_text().replace(uuid_of(node, 3), "GPU-moved")
-        (run_dir / "session.json").write_text(text)
-        (run_dir / "report.json").write_text((run_dir / "report.json").read_text().replace(uuid_of(node, 3), "GPU-moved"))
+        plan = NodePlan(node=node, slow_gpu=3, slow_by=slow, started_at=f"{day}T10:00:00+00:00")
+        run_dir = write_node(tmp_path, plan)
+        for name in ("session.json", "report.json"):
+            (run_dir / name).write_text((run_dir / name).read_text().replace(uuid_of(node, 3), "GPU-moved"))
         sessions.append(read_session(run_dir))
     compute = next(t for t in gpu_history(sessions, "GPU-moved") if t.key == "compute_throughput")
     assert [p.node for p in compute.points] == ["a", "b"] and compute.drifted

@@ -88,10 +88,12 @@ def strip_chart(*, title: str, dots: Sequence[Dot], median: float | None, calm_r
     for bound in bounds:
         x = to_x(bound)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 4}" y2="{axis_y}" stroke="{FAIL}" '
-                     f'stroke-width="1.5" stroke-dasharray="5 3"><title>bound {escape(format_tick(bound))}</title></line>')
+                     f'stroke-width="1.5" stroke-dasharray="5 3"><title>bound {escape(format_tick(bound))}'
+                     '</title></line>')
     for dot, x, level in placed:
         y = axis_y - DOT_RADIUS - 1 - level * DOT_RADIUS * 2
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{DOT_RADIUS - 0.5}" fill="{DOT_COLORS.get(dot.state, AXIS)}" '
+        color = DOT_COLORS.get(dot.state, AXIS)
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{DOT_RADIUS - 0.5}" fill="{color}" '
                      f'stroke="#fff" stroke-width="0.8"><title>{escape(dot.label)}: {escape(format_tick(dot.value))}'
                      f'{escape(" " + unit) if unit else ""}</title></circle>')
     if unit:

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases import CaseId
-from harness.fleet.facts import CheckFact, GpuFact, GpuFigure, SessionFacts
+from harness.fleet.facts import CheckFact, Direction, GpuFact, GpuFigure, SessionFacts
 from harness.report import render
 from harness.telemetry import METRICS_BY_KEY
 
-TELEMETRY_FIGURES = {"util_pct": "higher", "power_w": "either", "temperature_c": "lower", "sm_clock_mhz": "higher"}
+TELEMETRY_FIGURES: dict[str, Direction] = {"util_pct": "higher", "power_w": "either", "temperature_c": "lower",
+                                           "sm_clock_mhz": "higher"}
 """Telemetry reductions compared across GPUs, and which way is better. A power draw is neither:
 a GPU drawing less may be idling, one drawing more may be leaking."""
 
@@ -124,7 +125,7 @@ def read_session(run_dir: Path) -> SessionFacts:
         harness_version=_text(header.get("harness_version")) or _text(versions.get("harness")),
         git_commit=_text(header.get("git_commit")), container=_container(header.get("container")),
         slurm_job_id=_text(_dict(header.get("slurm")).get("job_id")),
-        gpus=tuple(_gpu(_dict(g)) for g in _list(hardware.get("gpus")) if _int(_dict(g).get("index")) is not None),
+        gpus=tuple(gpu for gpu in (_gpu(_dict(g)) for g in _list(hardware.get("gpus"))) if gpu is not None),
         checks=tuple(checks), gpu_figures=tuple(figures), source=str(run_dir))
 
 
@@ -142,12 +143,17 @@ def _check(test: str, case_key: str, check: dict) -> CheckFact:
     return CheckFact(test=test, case_key=case_key, key=_text(check.get("key")) or name, name=name,
                      kind=_text(check.get("kind")) or "", measured=_num(check.get("measured")),
                      bound=_num(check.get("bound")), unit=_text(check.get("unit")) or "",
-                     comparison=_text(check.get("comparison")) or "", passed=passed if isinstance(passed, bool) else None,
+                     comparison=_text(check.get("comparison")) or "",
+                     passed=passed if isinstance(passed, bool) else None,
                      note=render.clean_text(check.get("note") or "", 500, one_line=True))
 
 
-def _gpu(gpu: dict) -> GpuFact:
-    return GpuFact(index=_int(gpu.get("index")), uuid=_text(gpu.get("uuid")), serial=_text(gpu.get("serial")),
+def _gpu(gpu: dict) -> GpuFact | None:
+    """None for an entry without an index: no GPU can be named without one."""
+    index = _int(gpu.get("index"))
+    if index is None:
+        return None
+    return GpuFact(index=index, uuid=_text(gpu.get("uuid")), serial=_text(gpu.get("serial")),
                    name=_text(gpu.get("name")), pci_bus_id=_text(gpu.get("pci_bus_id")),
                    memory_gib=_num(gpu.get("memory_total_gib")))
 
@@ -170,9 +176,10 @@ def gpu_figures(case_key: str, record: dict, node: str) -> list[GpuFigure]:
     unit = f"{_text(record.get('sample_unit')) or 'samples'}/s"
     ranks = [_dict(r) for r in _list(record.get("per_rank"))]
     figures = []
-    common = {"case_key": case_key, "unit": unit, "direction": "higher"}
-    if _int(record.get("world_size")) == 1 and ranks and _num(record.get("throughput_per_gpu")):
-        figures.append(GpuFigure(key="throughput_alone", name="throughput alone", value=_num(record["throughput_per_gpu"]),
+    common: dict[str, Any] = {"case_key": case_key, "unit": unit, "direction": "higher"}
+    alone = _num(record.get("throughput_per_gpu"))
+    if _int(record.get("world_size")) == 1 and ranks and alone:
+        figures.append(GpuFigure(key="throughput_alone", name="throughput alone", value=alone,
                                  **common, **_where(ranks[0], node)))
     batch = _num(record.get("batch_size_per_gpu"))
     if _int(record.get("world_size")) != 1 and batch:
@@ -184,7 +191,7 @@ def gpu_figures(case_key: str, record: dict, node: str) -> list[GpuFigure]:
     return figures + telemetry_figures(case_key, _dict(record.get("telemetry")), node)
 
 
-def _where(rank: dict, node: str) -> dict:
+def _where(rank: dict, node: str) -> dict[str, Any]:
     return {"host": _text(rank.get("host")) or node, "rank": _int(rank.get("rank")) or 0,
             "gpu_index": _int(rank.get("gpu_index")), "gpu_uuid": _text(rank.get("gpu_uuid"))}
 

@@ -19,7 +19,9 @@ bound says (a power draw)."""
 
 def direction_of(comparison: str) -> Direction:
     """A check's comparison with its bound (``measured >= bound``) says which way is better."""
-    return {">=": "higher", "<=": "lower"}.get(comparison, "either")
+    if comparison == ">=":
+        return "higher"
+    return "lower" if comparison == "<=" else "either"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -62,10 +62,12 @@ def drift_points(series: list[tuple[SessionFacts, float]], direction: Direction,
         earlier = [v for s, v in series[:position] if s.verdict == "PASS"]
         reference = statistics.median(earlier) if earlier else None
         drift = (value - reference) / abs(reference) if reference else None
-        worse = drift is not None and (direction == "either" or (drift < 0) == (direction == "higher"))
+        flagged = False
+        if drift is not None and drift != 0:
+            worse = direction == "either" or (drift < 0) == (direction == "higher")
+            flagged = worse and abs(drift) >= threshold
         points.append(Point(run_id=session.run_id, node=session.node, when=session.when, verdict=session.verdict,
-                            value=value, reference=reference, drift=drift,
-                            flagged=worse and drift != 0 and abs(drift) >= threshold))
+                            value=value, reference=reference, drift=drift, flagged=flagged))
     return points
 
 
@@ -155,7 +157,8 @@ def format_trends(subject: str, trends: list[Trend], threshold: float) -> str:
         unit = f"{trend.unit}, " if trend.unit else ""
         lines += ["", f"{trend.title} ({unit}{_better(trend.direction)})"]
         for point in trend.points:
-            change = "" if point.drift is None else f"{point.drift * 100:+6.1f} % vs {_value(point.reference)}"
+            change = ("" if point.drift is None or point.reference is None else
+                      f"{point.drift * 100:+6.1f} % vs {_value(point.reference)}")
             mark = "  DRIFT" if point.flagged else ""
             lines.append(f"  {point.when[:19]:19s}  {point.verdict:10s} {point.node:16s} {_value(point.value):>12s}"
                          f"  {change}{mark}".rstrip())

@@ -14,10 +14,11 @@ REFERENCE_COLOR = "#57606a"
 def _chart(trend: Trend):
     points = tuple((float(i), p.value) for i, p in enumerate(trend.points))
     references = tuple((float(i), p.reference) for i, p in enumerate(trend.points) if p.reference is not None)
-    series = [Series(label=trend.name, points=points, color=LINE_COLOR,
-                     failed_x=frozenset(float(i) for i, p in enumerate(trend.points) if p.flagged or p.verdict == "FAIL"))]
+    marked = frozenset(float(i) for i, p in enumerate(trend.points) if p.flagged or p.verdict == "FAIL")
+    series = [Series(label=trend.name, points=points, color=LINE_COLOR, failed_x=marked)]
     if references:
-        series.append(Series(label="median of earlier sign-offs", points=references, color=REFERENCE_COLOR, dashed=True))
+        series.append(Series(label="median of earlier sign-offs", points=references, color=REFERENCE_COLOR,
+                             dashed=True))
     ticks = [(float(i), p.when[5:10]) for i, p in enumerate(trend.points)]
     return line_chart(title=trend.name, series=series, x_ticks=ticks, y_label=trend.unit, width=600, height=220)
 

@@ -47,6 +47,9 @@ class OutlierRule:
             raise ValueError(f"min_count must be >= 3 (a median of two is their mean), not {self.min_count}")
 
 
+DEFAULT_RULE = OutlierRule()
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Deviation:
     value: float
@@ -86,7 +89,8 @@ def robust_z(value: float, median: float, mad: float) -> float:
     return difference / (MAD_TO_SIGMA * mad)
 
 
-def spread(values: Mapping[Label, float], direction: Direction, rule: OutlierRule = OutlierRule()) -> Spread[Label] | None:
+def spread(values: Mapping[Label, float], direction: Direction,
+           rule: OutlierRule = DEFAULT_RULE) -> Spread[Label] | None:
     """Each value against the median of all; None for no values. Non-finite values are left out."""
     finite = {label: v for label, v in values.items() if math.isfinite(v)}
     if not finite:

@@ -23,13 +23,15 @@ RUN_DIR_NAME = "metrics.prom"
 
 _METRICS = {
     "harness_session_info": ("gauge", "The latest acceptance session of this node (always 1; its facts are labels)."),
-    "harness_session_verdict": ("gauge", "1 for the latest session's verdict (PASS, FAIL or INCOMPLETE), 0 for the others."),
+    "harness_session_verdict": ("gauge", "1 for the latest session's verdict (PASS, FAIL or INCOMPLETE), "
+                                         "0 for the others."),
     "harness_session_end_timestamp_seconds": ("gauge", "When the latest session ended (Unix time)."),
     "harness_session_checks": ("gauge", "Checks of the latest session by result: passed, failed, not_evaluated."),
     "harness_check_measured": ("gauge", "Each measured check's value, in the unit of its unit label."),
     "harness_check_bound": ("gauge", "Each measured check's bound from the threshold profile."),
     "harness_check_passed": ("gauge", "1 when the check passed, 0 when it failed (not-evaluated checks are left out)."),
-    "harness_gpu_figure": ("gauge", "Each GPU's own figure in each case (throughput alone, compute throughput, telemetry)."),
+    "harness_gpu_figure": ("gauge", "Each GPU's own figure in each case (throughput alone, compute throughput, "
+                                    "telemetry)."),
 }
 
 

@@ -152,7 +152,10 @@ def insert_session(conn: sqlite3.Connection, facts: SessionFacts) -> bool:
 def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
     columns = ", ".join(row)
     marks = ", ".join("?" for _ in row)
-    return conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row.values())).lastrowid
+    row_id = conn.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row.values())).lastrowid
+    if row_id is None:  # sqlite3 sets it after every INSERT into a rowid table
+        raise sqlite3.DatabaseError(f"no row id after an INSERT into {table}")
+    return row_id
 
 
 def _safe_name(text: str) -> str:

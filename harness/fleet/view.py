@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from harness.fleet.chart import Dot, strip_chart
 from harness.fleet.facts import SessionFacts
-from harness.fleet.outliers import MAD_TO_SIGMA, OutlierRule, Spread, describe, spread
+from harness.fleet.outliers import DEFAULT_RULE, MAD_TO_SIGMA, OutlierRule, Spread, describe, spread
 
 
 def fmt_value(value: float | None) -> str:
@@ -182,7 +182,7 @@ def node_row(session: SessionFacts, outliers: list[dict]) -> dict:
             "run_id": session.run_id, "finished": session.finished_at or "not recorded", "source": session.source}
 
 
-def build_fleet(sessions: list[SessionFacts], *, problems: list[str] = (), rule: OutlierRule = OutlierRule(),
+def build_fleet(sessions: list[SessionFacts], *, problems: Sequence[str] = (), rule: OutlierRule = DEFAULT_RULE,
                 expected_nodes: list[str] | None = None) -> dict[str, Any]:
     """Everything the fleet page, its JSON and its CSV show (pure)."""
     latest, earlier = latest_per_node(sessions)

@@ -839,8 +839,9 @@ def _record_for_fleet(session: pytest.Session, run_dir: Path) -> None:
     lines = record_session(run_dir, store=store_path(option("harness_store"), option("harness_report_dir")),
                            textfile_dir=prometheus_dir(option("harness_prometheus_dir")))
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    for line in lines if reporter is not None else ():
-        reporter.write_line(line)
+    if reporter is not None:
+        for line in lines:
+            reporter.write_line(line)
 
 
 def _write_html_report(session: pytest.Session, run_dir: Path) -> None:
