@@ -17,7 +17,10 @@ from pathlib import Path
 from harness.cases import CaseId
 from harness.checks import verdict
 from harness.node.hardware import GpuInfo, Hardware
-from harness.plugin import CaseResult
+try:  # the plugin is being split into modules; CaseResult moves to harness/plugin/results.py
+    from harness.plugin.results import CaseResult
+except ImportError:
+    from harness.plugin import CaseResult
 from harness.profile.schema import default_thresholds_dir, load_profiles
 from harness.records import RankStats, RunRecord, StepTimeStats, Straggler, Versions
 

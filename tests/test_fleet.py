@@ -159,9 +159,21 @@ def test_a_session_json_that_names_no_host_says_so_and_which_file(fleet_root, tm
         read_session(run_dir)
 
 
-def test_a_check_without_a_key_falls_back_to_its_name(fleet_root):
+def test_a_check_is_known_by_its_key_and_without_one_by_its_name(fleet_root, tmp_path):
+    run_dir = shutil.copytree(find_run_dirs([fleet_root])[0], tmp_path / "run")
+    for name in ("session.json", "report.json"):
+        data = json.loads((run_dir / name).read_text())
+        results = data["results"].values() if "results" in data else [t["metadata"]["harness"] for t in data["tests"]]
+        for result in results:
+            for check in result["checks"]:
+                check.pop("key", None)  # as a session written before checks had keys
+                if check["name"] == "step-time CV":
+                    check["key"] = "step_time_cv"
+        (run_dir / name).write_text(json.dumps(data))
+    session = read_session(run_dir)
+    keys = {c.name: c.key for c in session.checks}
+    assert keys["per-GPU throughput"] == "per-GPU throughput" and keys["step-time CV"] == "step_time_cv"
     session = read_session(find_run_dirs([fleet_root])[0])
-    assert {c.key for c in session.checks} >= {"per-GPU throughput", "weak-scaling efficiency"}
     assert session.node == "gpu-node01" and session.verdict == "PASS" and session.gpu_count == 8
     assert session.gpus[3].uuid == uuid_of("gpu-node01", 3) and session.profile_name == "h200"
 
@@ -240,7 +252,8 @@ def test_the_prometheus_text_reads_back_with_the_verdict_one_hot_and_every_figur
     assert {labels["uuid"] for labels, _ in compute} == {uuid_of("gpu-node05", i) for i in range(8)}
     passed = {dict(labels)["check"]: v for (name, labels), v in samples.items() if name == "harness_check_passed"
               and dict(labels)["case"] == "resnet50-bf16-weak-8gpu"}
-    assert passed["per-GPU throughput"] == 0 and passed["weak-scaling efficiency"] == 1
+    key = {c.name: c.key for c in session.checks}
+    assert passed[key["per-GPU throughput"]] == 0 and passed[key["weak-scaling efficiency"]] == 1
     checks = {dict(labels)["result"]: v for (name, labels), v in samples.items() if name == "harness_session_checks"}
     assert checks["failed"] == len(session.failed_checks) == 2
 

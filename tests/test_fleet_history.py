@@ -89,8 +89,8 @@ def test_the_history_of_a_node_holds_its_checks_and_its_gpus(history_store):
     trends = node_history(store.load(path).sessions, "gpu-node09")
     where = {t.where for t in trends}
     assert "node" in where and f"GPU 3 ({uuid_of('gpu-node09', 3)})" in where
-    drifted = {(t.where, t.key) for t in trends if t.drifted}
-    assert (f"GPU 3 ({uuid_of('gpu-node09', 3)})", "compute_throughput") in drifted
+    drifted = {(t.where, t.name) for t in trends if t.drifted}
+    assert (f"GPU 3 ({uuid_of('gpu-node09', 3)})", "compute throughput (no all-reduce)") in drifted
     assert ("node", "straggler ratio (slowest/fastest rank)") in drifted
 
 
