@@ -106,6 +106,14 @@ def test_a_gpu_is_followed_by_its_uuid_when_it_moves_to_another_node(tmp_path):
     assert [p.node for p in compute.points] == ["a", "b"] and compute.drifted
 
 
+def test_an_uncompacted_store_is_read_beside_report_directories(history_store, tmp_path, capsys):
+    root, path = history_store
+    write_node(tmp_path, NodePlan(node="gpu-node09", started_at="2026-11-15T10:00:00+00:00"))
+    capsys.readouterr()
+    main(["history", "--store", str(path), "--node", "gpu-node09", str(tmp_path)])
+    assert capsys.readouterr().out.startswith("history of node gpu-node09: 57 figures over 4 sessions")
+
+
 def test_an_unknown_node_or_gpu_lists_what_the_store_knows(history_store, capsys):
     _, path = history_store
     capsys.readouterr()

@@ -20,6 +20,7 @@ from harness.fleet.outliers import MIN_RELATIVE, Z_THRESHOLD, OutlierRule
 from harness.fleet.page import render_json, write_outputs
 from harness.fleet.session_end import STORE_ENV, store_path
 from harness.fleet.store import StoreError, compact, load, write_session
+from harness.fleet.store import exists as store_exists
 from harness.fleet.textfile import write_text_atomic
 from harness.fleet.view import build_fleet
 from harness.launch.slurm import expand_hostlist
@@ -146,7 +147,8 @@ def run_history(ns: argparse.Namespace) -> int:
         return _add(store, ns.add)
     if not 0 < ns.drift < 1:
         raise InputError(f"--drift {ns.drift}: expected a fraction in (0, 1), e.g. 0.03 for 3 %")
-    sessions, problems = gather(ns.run_dirs, store if (store.exists() or not ns.run_dirs) else None)
+    # With report directories, a store that does not exist yet is no error: they are read alone.
+    sessions, problems = gather(ns.run_dirs, store if (store_exists(store) or not ns.run_dirs) else None)
     for problem in problems:
         print(f"harness history: skipped {problem}", file=sys.stderr)
     if ns.node is not None:

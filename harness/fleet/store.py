@@ -91,6 +91,11 @@ def incoming_dir(store: Path) -> Path:
     return store.with_name(store.name + ".d")
 
 
+def exists(store: Path) -> bool:
+    """A compacted store, or per-session files not yet compacted."""
+    return Path(store).is_file() or incoming_dir(Path(store)).is_dir()
+
+
 def lock_dir(store: Path) -> Path:
     return store.with_name(store.name + ".lock")
 
