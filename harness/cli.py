@@ -1,5 +1,5 @@
 """The `harness` command: run one benchmark, detect hardware, check threshold files, rebuild a report,
-find the largest batch, calibrate a new profile, compare two runs."""
+find the largest batch, calibrate a new profile, compare two runs, sign off a fleet, follow a history."""
 
 from __future__ import annotations
 
@@ -156,8 +156,15 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     return cli_compare(ns.a, ns.b)
 
 
+def cmd_fleet(ns: argparse.Namespace) -> int:
+    from harness.fleet.cli import main as fleet_main
+
+    return fleet_main(ns.command, ns)
+
+
 COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, "report": cmd_report,
-            "find-max-bs": cmd_find_max_bs, "calibrate": cmd_calibrate, "compare": cmd_compare}
+            "find-max-bs": cmd_find_max_bs, "calibrate": cmd_calibrate, "compare": cmd_compare,
+            "fleet": cmd_fleet, "history": cmd_fleet}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.tools.batchsize.options import add_find_max_bs_parser
     from harness.tools.calibrate.options import add_calibrate_parser
     from harness.tools.compare import add_compare_parser
+    from harness.fleet.cli import add_fleet_parser, add_history_parser
 
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
@@ -176,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_find_max_bs_parser(sub)
     add_calibrate_parser(sub)
     add_compare_parser(sub)
+    add_fleet_parser(sub)
+    add_history_parser(sub)
     return parser
 
 

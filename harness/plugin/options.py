@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pytest
 
 from harness.catalog import MODELS, PRECISIONS
+from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
 from harness.launch.spec import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS
 from harness.workloads.soak_windows import parse_duration
 
@@ -69,6 +70,10 @@ class HarnessOptions:
     """None: REPORT_DIR/.compile-cache."""
     soak_duration_s: float | None = None
     """None: no soak (the soak test is skipped)."""
+    store: Path | None = None
+    """The fleet's history store this session is added to; None: $HARNESS_STORE, else REPORT_DIR/history.sqlite."""
+    prometheus_dir: Path | None = None
+    """node_exporter's textfile directory; None: $HARNESS_PROMETHEUS_DIR, else not written."""
 
 
 def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
@@ -125,6 +130,12 @@ def add_options(parser: pytest.Parser) -> None:
     _add(group, "soak", "--soak", metavar="DURATION",
          help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
               "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
+    _add(group, "store", metavar="PATH",
+         help=f"the history store this session's facts are added to (default: ${STORE_ENV}, else "
+              "REPORT_DIR/history.sqlite); many nodes may share one path on a shared file system")
+    _add(group, "prometheus-dir", metavar="DIR",
+         help="also write the session's verdict and figures to DIR/harness_acceptance.prom, for "
+              f"node_exporter's textfile collector (default: ${PROMETHEUS_ENV}, else not written)")
 
 
 def parse_options(config: pytest.Config) -> HarnessOptions:
@@ -148,6 +159,8 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         ci_target=_ci_target(get("ci_target")), repeats=_repeats(get("repeats")), launch=get("launch"),
         compile=bool(get("compile")), compile_cache=Path(compile_cache) if compile_cache else None,
         soak_duration_s=_soak_duration(get("soak")),
+        store=Path(get("store")) if get("store") else None,
+        prometheus_dir=Path(get("prometheus_dir")) if get("prometheus_dir") else None,
     )
 
 

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from harness.fleet.session_end import prometheus_dir, record_session, store_path
 from harness.plugin.fixture import RESULT_KEY
 from harness.plugin.session import HarnessSession
 from harness.records import write_json_atomic
@@ -62,6 +63,11 @@ def write_session_outputs(session: pytest.Session, harness_session: HarnessSessi
     except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page
         line = (f"harness: report.html not written ({type(exc).__name__}: {exc}); "
                 f"rebuild with `harness report {run_dir}`")
+    options = harness_session.ctx.options
+    # harness/fleet: the session into the history store, and its Prometheus file; never raises.
+    lines = [line, *record_session(run_dir, store=store_path(options.store, options.report_dir),
+                                   textfile_dir=prometheus_dir(options.prometheus_dir))]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(line)
+        for text in lines:
+            reporter.write_line(text)

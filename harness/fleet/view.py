@@ -1,0 +1,221 @@
+"""The fleet sign-off as one view dict (pure): a verdict per node, the failing checks, and every
+figure's values across nodes and GPUs against the fleet median, outliers flagged.
+
+Each node counts with its latest session (a node re-run after a repair is judged on the re-run;
+earlier sessions are listed, not counted). Figures are compared only among nodes judged by the
+same profile: an H100 node's throughput has nothing to say about an H200 node's.
+
+The fleet verdict follows the node verdict policy: FAIL when any node failed; INCOMPLETE when
+any node is incomplete, an expected node has no session, or an input could not be read; PASS
+otherwise. An outlier never changes a verdict (the bound is the contract the nodes were signed off
+against); it is flagged for a person to look at, worse side first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any, Iterable, Sequence
+
+from harness.fleet.chart import Dot, strip_chart
+from harness.fleet.facts import SessionFacts
+from harness.fleet.outliers import DEFAULT_RULE, MAD_TO_SIGMA, OutlierRule, Spread, describe, spread
+
+
+def fmt_value(value: float | None) -> str:
+    """One decimal from 100 up (a throughput), four significant digits below (0.957, 77.1, a CV of 0.0049)."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    if abs(value) >= 100:
+        return f"{value:,.1f}"
+    return f"{value:.4g}"
+
+
+def fmt_pct(fraction: float | None) -> str:
+    return "—" if fraction is None or not math.isfinite(fraction) else f"{fraction * 100:+.1f} %"
+
+
+def fmt_z(z: float) -> str:
+    return "∞" if math.isinf(z) and z > 0 else "-∞" if math.isinf(z) else f"{z:+.1f}"
+
+
+def latest_per_node(sessions: Iterable[SessionFacts]) -> tuple[list[SessionFacts], list[SessionFacts]]:
+    """(each node's latest session, by node name; every earlier one, newest first)."""
+    by_node: dict[str, list[SessionFacts]] = {}
+    for session in sessions:
+        by_node.setdefault(session.node, []).append(session)
+    latest, earlier = [], []
+    for node in sorted(by_node):
+        ordered = sorted(by_node[node], key=lambda s: (s.when, s.run_id), reverse=True)
+        latest.append(ordered[0])
+        earlier += ordered[1:]
+    return latest, sorted(earlier, key=lambda s: s.when, reverse=True)
+
+
+def _slug(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))[:120]
+
+
+def fleet_verdict(latest: list[SessionFacts], missing: list[str], problems: list[str]) -> tuple[str, list[str]]:
+    reasons = []
+    failed = [s.node for s in latest if s.verdict == "FAIL"]
+    incomplete = [s.node for s in latest if s.verdict == "INCOMPLETE"]
+    if failed:
+        reasons.append(f"{len(failed)} node{'s' if len(failed) > 1 else ''} failed: {', '.join(failed)}")
+    if incomplete:
+        reasons.append(f"{len(incomplete)} node{'s are' if len(incomplete) > 1 else ' is'} incomplete: "
+                       f"{', '.join(incomplete)}")
+    if missing:
+        reasons.append(f"{len(missing)} expected node{'s have' if len(missing) > 1 else ' has'} no session: "
+                       f"{', '.join(missing)}")
+    if problems:
+        reasons.append(f"{len(problems)} input{'s' if len(problems) > 1 else ''} could not be read (listed below)")
+    if not latest:
+        reasons.append("no session was found")
+    if failed:
+        return "FAIL", reasons
+    return ("INCOMPLETE" if reasons else "PASS"), reasons
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def _calm_range(found: Spread, rule: OutlierRule) -> tuple[float, float]:
+    """Where a value is not an outlier: within the z threshold or within the relative floor."""
+    half = max(rule.z_threshold * MAD_TO_SIGMA * found.mad, rule.min_relative * abs(found.median))
+    return found.median - half, found.median + half
+
+
+def _figure(meta: dict, values: dict, extra: dict, rule: OutlierRule) -> dict | None:
+    """One figure: ``values`` by (node, gpu label); ``extra`` per label: bound, passed, uuid, verdict."""
+    found = spread(values, meta["direction"], rule)
+    if found is None:
+        return None
+    rows = []
+    for (node, gpu), deviation in found.deviations.items():
+        more = extra[(node, gpu)]
+        if more.get("passed") is False:
+            state = "fail"
+        elif deviation.outlier:
+            state = "worse" if deviation.worse else "better"
+        else:
+            state = "pass"
+        rows.append({"node": node, "gpu": gpu, "uuid": more.get("uuid") or "", "value": deviation.value,
+                     "value_text": fmt_value(deviation.value), "deviation": deviation.relative,
+                     "deviation_text": fmt_pct(deviation.relative), "robust_z": deviation.robust_z,
+                     "robust_z_text": fmt_z(deviation.robust_z), "outlier": deviation.outlier,
+                     "worse": deviation.worse, "state": state, "bound": more.get("bound"),
+                     "bound_text": fmt_value(more.get("bound")), "passed": more.get("passed"),
+                     "text": describe(f"{node} {gpu}".strip(), deviation, meta["unit"])})
+    worst_first = meta["direction"] == "higher"
+    rows.sort(key=lambda r: (r["value"] if worst_first else -r["value"], r["node"], r["gpu"]))
+    bounds = sorted({r["bound"] for r in rows if r["bound"] is not None})[:3]
+    who = "GPU" if meta["level"] == "gpu" else "node"
+    chart = strip_chart(title=f"{meta['case_key']} · {meta['name']}", unit=meta["unit"], median=found.median,
+                        calm_range=_calm_range(found, rule) if found.count >= rule.min_count else None, bounds=bounds,
+                        dots=[Dot(label=f"{r['node']} {r['gpu']}".strip(), value=r["value"], state=r["state"])
+                              for r in rows])
+    return {**meta, "id": _slug(meta["level"], meta["profile"], meta["case_key"], meta["key"]),
+            "median": found.median, "median_text": fmt_value(found.median), "mad": found.mad,
+            "count": found.count, "who": who, "judged": found.count >= rule.min_count, "rows": rows,
+            "outliers": sum(r["outlier"] for r in rows), "chart": chart}
+
+
+def node_figures(latest: list[SessionFacts], rule: OutlierRule) -> list[dict]:
+    """Every numeric check measured on the nodes, one figure per (profile, case, check)."""
+    grouped: dict[tuple, tuple[dict, dict, dict]] = {}
+    for session in latest:
+        for check in session.checks:
+            if check.measured is None:
+                continue
+            ident = (session.profile_name or "", check.case_key, check.key)
+            meta = {"level": "node", "profile": ident[0], "case_key": check.case_key, "key": check.key,
+                    "name": check.name, "unit": check.unit, "direction": check.direction}
+            _, values, extra = grouped.setdefault(ident, (meta, {}, {}))
+            values.setdefault((session.node, ""), check.measured)
+            extra.setdefault((session.node, ""), {"bound": check.bound, "passed": check.passed})
+    return [f for f in (_figure(m, v, e, rule) for m, v, e in grouped.values()) if f is not None]
+
+
+def gpu_figures(latest: list[SessionFacts], rule: OutlierRule) -> list[dict]:
+    """Every GPU's own figures, one figure per (profile, case, figure) across all GPUs of the fleet."""
+    grouped: dict[tuple, tuple[dict, dict, dict]] = {}
+    for session in latest:
+        for figure in session.gpu_figures:
+            ident = (session.profile_name or "", figure.case_key, figure.key)
+            meta = {"level": "gpu", "profile": ident[0], "case_key": figure.case_key, "key": figure.key,
+                    "name": figure.name, "unit": figure.unit, "direction": figure.direction}
+            _, values, extra = grouped.setdefault(ident, (meta, {}, {}))
+            label = (figure.host, figure.gpu_label)
+            values.setdefault(label, figure.value)
+            extra.setdefault(label, {"uuid": figure.gpu_uuid})
+    return [f for f in (_figure(m, v, e, rule) for m, v, e in grouped.values()) if f is not None]
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+
+def _gpu_text(session: SessionFacts) -> str:
+    if not session.gpus:
+        return "none (CPU ranks)" if session.device == "cpu" else "not recorded"
+    names = Counter(g.name or "unknown GPU" for g in session.gpus)
+    return "; ".join(f"{count} × {name}" for name, count in names.items())
+
+
+def _failed_rows(session: SessionFacts) -> list[dict]:
+    return [{"node": session.node, "case": c.case_key, "check": c.name, "measured": fmt_value(c.measured),
+             "bound": fmt_value(c.bound), "comparison": c.comparison, "unit": c.unit, "note": c.note,
+             "test": c.test} for c in session.failed_checks]
+
+
+def node_row(session: SessionFacts, outliers: list[dict]) -> dict:
+    failed = _failed_rows(session)
+    return {"node": session.node, "verdict": session.verdict, "state": session.verdict.lower(),
+            "reasons": list(session.verdict_reasons), "profile": session.profile_name or "not recorded",
+            "profile_sha256": session.profile_sha256 or "", "gpus": _gpu_text(session),
+            "driver": session.driver_version or ("none (CPU run)" if session.device == "cpu" else "not recorded"),
+            "torch": session.torch_version or "not recorded", "harness": session.harness_version or "not recorded",
+            "checks": len(session.checks), "failed": failed, "failed_count": len(failed),
+            "outliers": len([o for o in outliers if o["node"] == session.node]),
+            "worse_outliers": len([o for o in outliers if o["node"] == session.node and o["worse"]]),
+            "run_id": session.run_id, "finished": session.finished_at or "not recorded", "source": session.source}
+
+
+def build_fleet(sessions: list[SessionFacts], *, problems: Sequence[str] = (), rule: OutlierRule = DEFAULT_RULE,
+                expected_nodes: list[str] | None = None) -> dict[str, Any]:
+    """Everything the fleet page, its JSON and its CSV show (pure)."""
+    latest, earlier = latest_per_node(sessions)
+    found = {s.node for s in latest}
+    missing = [n for n in dict.fromkeys(expected_nodes or []) if n not in found]
+    unexpected = sorted(found - set(expected_nodes)) if expected_nodes else []
+    figures = node_figures(latest, rule) + gpu_figures(latest, rule)
+    figures.sort(key=lambda f: (-f["outliers"], f["profile"], f["case_key"], f["level"], f["name"]))
+    outliers = [{**row, "figure": f["name"], "case_key": f["case_key"], "figure_id": f["id"], "unit": f["unit"],
+                 "median_text": f["median_text"]} for f in figures for row in f["rows"] if row["outlier"]]
+    # Worse side first; among those, nodes that passed first: a failed node is news already, an
+    # outlier on a node within every bound is what only the fleet can show. Then the largest distance.
+    failed_nodes = {s.node for s in latest if s.verdict != "PASS"}
+    outliers.sort(key=lambda o: (not o["worse"], o["node"] in failed_nodes,
+                                 -abs(o["deviation"]) if o["deviation"] is not None else -math.inf))
+    verdict, reasons = fleet_verdict(latest, missing, list(problems))
+    profiles = Counter((s.profile_name or "not recorded", s.profile_sha256 or "") for s in latest)
+    notes = []
+    if len(profiles) > 1:
+        notes.append("nodes were judged against different profiles (or versions of one): "
+                     + "; ".join(f"{name} {sha[:12]} ({count} node{'s' if count > 1 else ''})"
+                                 for (name, sha), count in profiles.items()) + "; figures are compared per profile")
+    if unexpected:
+        notes.append(f"sessions of nodes not in the expected list: {', '.join(unexpected)}")
+    nodes = [node_row(s, outliers) for s in latest]
+    return {
+        "verdict": verdict, "state": verdict.lower(), "reasons": reasons, "notes": notes,
+        "problems": list(problems), "missing": missing,
+        "counts": {v: sum(1 for s in latest if s.verdict == v) for v in ("PASS", "FAIL", "INCOMPLETE")},
+        "node_count": len(latest), "nodes": nodes,
+        "failed_checks": [row for node in nodes for row in node["failed"]],
+        "outliers": outliers, "worse_outliers": sum(1 for o in outliers if o["worse"]), "figures": figures,
+        "earlier": [{"node": s.node, "verdict": s.verdict, "run_id": s.run_id, "finished": s.finished_at or "",
+                     "source": s.source} for s in earlier],
+        "rule": {"z_threshold": rule.z_threshold, "min_relative": rule.min_relative, "min_count": rule.min_count},
+    }

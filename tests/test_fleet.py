@@ -1,0 +1,300 @@
+"""harness fleet: sessions read from report directories, the fleet view and page (HTML, JSON, CSV),
+the Prometheus textfile, the session-end call, and the command's errors. Made-up GPU nodes
+(tests/fleet_sessions.py); real CPU sessions are in test_fleet_e2e.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleet_sessions import NodePlan, fleet_plans, uuid_of, write_node
+from harness.cli import main
+from harness.fleet import prometheus, session_end, store
+from harness.fleet.collect import CollectError, find_run_dirs, read_session
+from harness.fleet.view import build_fleet
+
+
+@pytest.fixture(scope="module")
+def fleet_root(tmp_path_factory) -> Path:
+    """Six made-up H200 nodes: gpu-node04 has GPU 3 4 % slower (within its bounds), gpu-node05 fails."""
+    root = tmp_path_factory.mktemp("fleet")
+    for plan in fleet_plans():
+        write_node(root, plan)
+    return root
+
+
+def run_fleet(capsys, *args) -> tuple[int, str, str]:
+    code = main(["fleet", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_fleet_fails_on_the_failing_node_and_flags_the_slow_gpu_of_a_passing_one(fleet_root, tmp_path, capsys):
+    code, out, _ = run_fleet(capsys, fleet_root, "--output", tmp_path)
+    assert code == 1
+    assert out.startswith("FAIL: 6 nodes (5 passed, 1 failed, 0 incomplete)")
+    assert re.search(r"gpu-node04 GPU 3: 3\.\d % below the fleet median \(resnet50-bf16-weak-8gpu, compute throughput",
+                     out), out
+    view = json.loads((tmp_path / "fleet.json").read_text())
+    verdicts = {n["node"]: n["verdict"] for n in view["nodes"]}
+    assert verdicts == {f"gpu-node0{i}": "FAIL" if i == 5 else "PASS" for i in range(1, 7)}
+    assert view["reasons"] == ["1 node failed: gpu-node05"]
+    assert {(f["node"], f["check"]) for f in view["failed_checks"]} == {("gpu-node05", "per-GPU throughput")}
+    # The outlier node passed every bound, yet its slow GPU stands out among the fleet's 48 GPUs.
+    node04 = next(n for n in view["nodes"] if n["node"] == "gpu-node04")
+    assert node04["failed_count"] == 0 and node04["worse_outliers"] >= 1
+    compute = next(f for f in view["figures"] if f["key"] == "compute_throughput")
+    assert compute["count"] == 48 and compute["level"] == "gpu"
+    flagged = {(r["node"], r["gpu"]) for r in compute["rows"] if r["outlier"]}
+    assert ("gpu-node04", "GPU 3") in flagged
+    assert {node for node, _ in flagged} == {"gpu-node04", "gpu-node05"}
+    slow = next(r for r in compute["rows"] if (r["node"], r["gpu"]) == ("gpu-node04", "GPU 3"))
+    assert slow["uuid"] == uuid_of("gpu-node04", 3) and slow["worse"] and -0.045 < slow["deviation"] < -0.035
+
+
+def test_the_page_is_one_self_contained_file_with_sortable_tables_and_a_chart_per_figure(fleet_root, tmp_path, capsys):
+    run_fleet(capsys, fleet_root, "--output", tmp_path)
+    html = (tmp_path / "fleet.html").read_text()
+    view = json.loads((tmp_path / "fleet.json").read_text())
+    assert 'data-verdict="FAIL"' in html
+    assert html.count("<svg") == len(view["figures"]) > 10
+    assert 'class="sortable"' in html and "addEventListener" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "nothing is fetched from elsewhere"
+    assert "gpu-node04 GPU 3: " in html
+
+
+def test_the_csv_has_one_row_per_value_with_the_fleet_median(fleet_root, tmp_path, capsys):
+    run_fleet(capsys, fleet_root, "--output", tmp_path)
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "fleet.csv").read_text())))
+    view = json.loads((tmp_path / "fleet.json").read_text())
+    assert len(rows) == sum(len(f["rows"]) for f in view["figures"])
+    slow = next(r for r in rows if r["figure_key"] == "compute_throughput" and r["node"] == "gpu-node04"
+                and r["gpu"] == "GPU 3")
+    assert slow["outlier"] == "True" and slow["worse_side"] == "True" and slow["node_verdict"] == "PASS"
+    assert float(slow["value"]) < float(slow["fleet_median"])
+
+
+def test_a_healthy_fleet_passes_with_no_outlier(tmp_path, capsys):
+    for plan in fleet_plans(4, outlier="none", failing="none"):
+        write_node(tmp_path / "reports", plan)
+    code, out, _ = run_fleet(capsys, tmp_path / "reports", "--output", tmp_path / "out")
+    assert (code, out.splitlines()[0]) == (0, "PASS: 4 nodes (4 passed, 0 failed, 0 incomplete), 0 outliers (0 on the "
+                                              "worse side)")
+
+
+def test_an_expected_node_without_a_session_makes_the_fleet_incomplete(tmp_path, capsys):
+    for plan in fleet_plans(3, outlier="none", failing="none"):
+        write_node(tmp_path, plan)
+    code, out, _ = run_fleet(capsys, tmp_path, "--expect-nodes", "gpu-node[01-04]", "--output", tmp_path / "out")
+    assert code == 1 and out.startswith("INCOMPLETE: 3 nodes")
+    assert "1 expected node has no session: gpu-node04" in out
+
+
+def test_each_node_counts_with_its_latest_session_and_the_earlier_are_listed(tmp_path, capsys):
+    for plan in fleet_plans(5, outlier="none"):
+        write_node(tmp_path, plan)
+    write_node(tmp_path, NodePlan(node="gpu-node05", started_at="2026-11-21T09:00:00+00:00"))  # repaired
+    code, out, _ = run_fleet(capsys, tmp_path, "--output", tmp_path / "out")
+    view = json.loads((tmp_path / "out" / "fleet.json").read_text())
+    assert code == 0 and view["verdict"] == "PASS"
+    assert [(e["node"], e["verdict"]) for e in view["earlier"]] == [("gpu-node05", "FAIL")]
+
+
+def test_nodes_of_another_profile_are_compared_among_themselves(fleet_root, tmp_path):
+    run_dir = shutil.copytree(next(d for d in find_run_dirs([fleet_root]) if "node01" in d.name), tmp_path / "other")
+    for name in ("session.json", "report.json"):
+        data = json.loads((run_dir / name).read_text())
+        header = data.get("harness", data)
+        header["profile"]["name"], header["hardware"]["hostname"] = "h100-80gb", "h100-node01"
+        (run_dir / name).write_text(json.dumps(data))
+    view = build_fleet([read_session(d) for d in find_run_dirs([fleet_root, tmp_path])])
+    assert any("different profiles" in note for note in view["notes"])
+    h100 = [f for f in view["figures"] if f["profile"] == "h100-80gb" and f["level"] == "node"]
+    assert h100 and all(f["count"] == 1 and not f["judged"] for f in h100)
+
+
+HOSTILE = '<script>alert(1)</script>=cmd|" calc"!A0'
+
+
+def test_strings_from_the_inputs_are_escaped_in_the_page_and_defused_in_the_csv(fleet_root, tmp_path, capsys):
+    for plan in fleet_plans(3, outlier="none", failing="none"):
+        write_node(tmp_path / "in", plan)
+    write_node(tmp_path / "in", NodePlan(node="=" + HOSTILE))
+    run_fleet(capsys, tmp_path / "in", "--output", tmp_path / "out")
+    html = (tmp_path / "out" / "fleet.html").read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    cells = [row[7] for row in csv.reader(io.StringIO((tmp_path / "out" / "fleet.csv").read_text()))]
+    assert "'=" + HOSTILE in cells and "=" + HOSTILE not in cells
+
+
+# --- reading report directories ----------------------------------------------------------------
+
+
+def test_a_cut_short_session_json_without_report_json_is_a_problem_naming_the_file(fleet_root, tmp_path, capsys):
+    broken = tmp_path / "reports" / "20261120-100000-gpu-node09-h200"
+    broken.mkdir(parents=True)
+    (broken / "session.json").write_text('{"run_id": "20261120-100000-gpu-node09-h200", "hardw')
+    for plan in fleet_plans(3, outlier="none", failing="none"):
+        write_node(tmp_path / "reports", plan)
+    code, out, _ = run_fleet(capsys, tmp_path / "reports", "--output", tmp_path / "out")
+    view = json.loads((tmp_path / "out" / "fleet.json").read_text())
+    assert code == 1 and view["verdict"] == "INCOMPLETE"
+    assert "1 input could not be read (listed below)" in view["reasons"]
+    assert str(broken) in view["problems"][0] and "is not valid JSON" in view["problems"][0]
+
+
+def test_a_session_json_that_names_no_host_says_so_and_which_file(fleet_root, tmp_path):
+    run_dir = shutil.copytree(find_run_dirs([fleet_root])[0], tmp_path / "old")
+    (run_dir / "report.json").unlink()
+    data = json.loads((run_dir / "session.json").read_text())
+    del data["hardware"]
+    (run_dir / "session.json").write_text(json.dumps(data))
+    with pytest.raises(CollectError, match=rf"{re.escape(str(run_dir / 'session.json'))}: no hardware.hostname"):
+        read_session(run_dir)
+
+
+def test_a_check_is_known_by_its_key_and_without_one_by_its_name(fleet_root, tmp_path):
+    run_dir = shutil.copytree(find_run_dirs([fleet_root])[0], tmp_path / "run")
+    for name in ("session.json", "report.json"):
+        data = json.loads((run_dir / name).read_text())
+        results = data["results"].values() if "results" in data else [t["metadata"]["harness"] for t in data["tests"]]
+        for result in results:
+            for check in result["checks"]:
+                check.pop("key", None)  # as a session written before checks had keys
+                if check["name"] == "step-time CV":
+                    check["key"] = "step_time_cv"
+        (run_dir / name).write_text(json.dumps(data))
+    session = read_session(run_dir)
+    keys = {c.name: c.key for c in session.checks}
+    assert keys["per-GPU throughput"] == "per-GPU throughput" and keys["step-time CV"] == "step_time_cv"
+    session = read_session(find_run_dirs([fleet_root])[0])
+    assert session.node == "gpu-node01" and session.verdict == "PASS" and session.gpu_count == 8
+    assert session.gpus[3].uuid == uuid_of("gpu-node01", 3) and session.profile_name == "h200"
+
+
+@pytest.mark.parametrize("args, says", [
+    ((), "nothing to read: pass report directories"),
+    (("/no/such/dir",), "/no/such/dir: no such directory"),
+    (("{tmp}",), "holds no report directory"),
+    (("{root}", "--since", "last week"), "--since 'last week': expected a date YYYY-MM-DD"),
+    (("{root}", "--expect-nodes", "n[3-1]"), "runs backwards"),
+    (("{root}", "--outlier-z", "0"), "z_threshold must be > 0"),
+    (("{root}", "--min-deviation", "2"), "min_relative must be a fraction"),
+    (("--store", "{tmp}/none.sqlite"), "no history store at"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(fleet_root, tmp_path, capsys, args, says):
+    args = [a.format(tmp=tmp_path, root=fleet_root) for a in args]
+    code, out, err = run_fleet(capsys, *args, "--output", tmp_path / "out")
+    assert code == 2 and out == ""
+    assert err.startswith("harness fleet: ") and says in err and err.count("\n") == 1
+
+
+def test_the_fleet_reads_the_store_as_well_as_report_directories(fleet_root, tmp_path, capsys):
+    for run_dir in find_run_dirs([fleet_root]):
+        store.write_session(tmp_path / "h.sqlite", read_session(run_dir))
+    code, out, _ = run_fleet(capsys, "--store", tmp_path / "h.sqlite", "--output", tmp_path / "a")
+    assert code == 1 and out.startswith("FAIL: 6 nodes")
+    code, out, _ = run_fleet(capsys, fleet_root, "--store", tmp_path / "h.sqlite", "--output", tmp_path / "b")
+    assert out.startswith("FAIL: 6 nodes"), "a session in both counts once"
+    code, out, _ = run_fleet(capsys, "--store", tmp_path / "h.sqlite", "--since", "2026-12-01",
+                             "--output", tmp_path / "c")
+    assert out.startswith("INCOMPLETE: 0 nodes")
+
+
+# --- Prometheus --------------------------------------------------------------------------------
+
+SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>.*)\} (?P<value>\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
+
+
+def parse_exposition(text: str) -> dict[tuple[str, tuple], float]:
+    """The text format read back strictly: every sample typed and helped first, no series twice."""
+    assert text.endswith("\n")
+    typed, helped, samples = {}, set(), {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helped.add(line.split()[2])
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            typed[name] = kind
+        else:
+            match = SAMPLE.match(line)
+            assert match, f"not a sample line: {line!r}"
+            labels, rest = [], match["labels"]
+            while rest:
+                label = LABEL.match(rest)
+                assert label, f"bad labels in {line!r}"
+                value = re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m[1], m[1]), label[2])
+                labels.append((label[1], value))
+                rest = rest[label.end():]
+            assert match["name"] in typed and match["name"] in helped, line
+            key = (match["name"], tuple(labels))
+            assert key not in samples, f"series twice: {line!r}"
+            samples[key] = float(match["value"])
+    return samples
+
+
+def test_the_prometheus_text_reads_back_with_the_verdict_one_hot_and_every_figure(fleet_root):
+    session = read_session(next(d for d in find_run_dirs([fleet_root]) if "node05" in d.name))
+    samples = parse_exposition(prometheus.exposition(session))
+    verdicts = {dict(labels)["verdict"]: v for (name, labels), v in samples.items()
+                if name == "harness_session_verdict"}
+    assert verdicts == {"PASS": 0, "FAIL": 1, "INCOMPLETE": 0}
+    figures = [(dict(labels), v) for (name, labels), v in samples.items() if name == "harness_gpu_figure"]
+    compute = [(labels, v) for labels, v in figures if labels["figure"] == "compute_throughput"]
+    assert len(compute) == 8
+    assert {labels["uuid"] for labels, _ in compute} == {uuid_of("gpu-node05", i) for i in range(8)}
+    passed = {dict(labels)["check"]: v for (name, labels), v in samples.items() if name == "harness_check_passed"
+              and dict(labels)["case"] == "resnet50-bf16-weak-8gpu"}
+    key = {c.name: c.key for c in session.checks}
+    assert passed[key["per-GPU throughput"]] == 0 and passed[key["weak-scaling efficiency"]] == 1
+    checks = {dict(labels)["result"]: v for (name, labels), v in samples.items() if name == "harness_session_checks"}
+    assert checks["failed"] == len(session.failed_checks) == 2
+
+
+def test_label_values_with_quotes_backslashes_and_newlines_round_trip(fleet_root):
+    session = read_session(find_run_dirs([fleet_root])[0])
+    odd = 'n"1\\x\ny'
+    text = prometheus.exposition(session.__class__(**{**{f: getattr(session, f) for f in session.__slots__},
+                                                      "node": odd}))
+    samples = parse_exposition(text)
+    assert all(dict(labels)["node"] == odd for _, labels in samples)
+
+
+# --- the session's end -------------------------------------------------------------------------
+
+
+def test_session_end_writes_the_store_file_and_both_prometheus_files(fleet_root, tmp_path):
+    run_dir = shutil.copytree(find_run_dirs([fleet_root])[0], tmp_path / "run")
+    lines = session_end.record_session(run_dir, store=tmp_path / "h.sqlite", textfile_dir=tmp_path / "textfile")
+    assert len(lines) == 2 and lines[0].startswith(f"harness: history store {tmp_path}/h.sqlite.d/gpu-node01.")
+    assert lines[1] == f"harness: Prometheus textfile {tmp_path}/textfile/harness_acceptance.prom"
+    assert [s.node for s in store.load(tmp_path / "h.sqlite").sessions] == ["gpu-node01"]
+    assert (run_dir / "metrics.prom").read_text() == (tmp_path / "textfile" / "harness_acceptance.prom").read_text()
+
+
+def test_a_store_that_cannot_be_written_costs_a_line_never_an_exception(fleet_root, tmp_path):
+    run_dir = shutil.copytree(find_run_dirs([fleet_root])[0], tmp_path / "run")
+    (tmp_path / "full").write_text("")
+    lines = session_end.record_session(run_dir, store=tmp_path / "full" / "h.sqlite",
+                                       textfile_dir=tmp_path / "full" / "prom")
+    assert lines[0].startswith(f"harness: history store not written: cannot write {tmp_path}/full/h.sqlite.d/")
+    assert f"harness history --store {tmp_path}/full/h.sqlite --add {run_dir}" in lines[0]
+    assert lines[1].startswith(f"harness: Prometheus file not written: cannot write {tmp_path}/full/prom/")
+    assert (run_dir / "metrics.prom").is_file(), "what could be written was"
+    assert session_end.record_session(tmp_path / "nothing", store=tmp_path / "h.sqlite")[0].startswith(
+        "harness: fleet facts not recorded: run directory")
+
+
+def test_the_store_path_is_the_option_else_the_environment_else_beside_the_reports():
+    assert session_end.store_path("/a.sqlite", "reports", {"HARNESS_STORE": "/b"}) == Path("/a.sqlite")
+    assert session_end.store_path(None, "reports", {"HARNESS_STORE": "/b"}) == Path("/b")
+    assert session_end.store_path(None, "out", {}) == Path("out/history.sqlite")
+    assert session_end.prometheus_dir(None, {}) is None
+    assert session_end.prometheus_dir(None, {"HARNESS_PROMETHEUS_DIR": "/t"}) == Path("/t")
