@@ -23,12 +23,12 @@ PROMETHEUS_ENV = "HARNESS_PROMETHEUS_DIR"
 STORE_NAME = "history.sqlite"
 
 
-def store_path(option: str | None, report_root: str | Path, environ: Mapping[str, str] = os.environ) -> Path:
+def store_path(option: str | Path | None, report_root: str | Path, environ: Mapping[str, str] = os.environ) -> Path:
     """--harness-store, else $HARNESS_STORE, else REPORT_DIR/history.sqlite."""
     return Path(option or environ.get(STORE_ENV) or Path(report_root) / STORE_NAME)
 
 
-def prometheus_dir(option: str | None, environ: Mapping[str, str] = os.environ) -> Path | None:
+def prometheus_dir(option: str | Path | None, environ: Mapping[str, str] = os.environ) -> Path | None:
     chosen = option or environ.get(PROMETHEUS_ENV)
     return Path(chosen) if chosen else None
 
