@@ -200,19 +200,29 @@ def _coerce(hint: Any, value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: Path, text: str) -> None:
-    """Write-then-rename, so a reader never sees half a file even if we die mid-write."""
+def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Write-then-rename, so a reader never sees half a file even if we die mid-write.
+
+    ``mode``: None keeps mkstemp's 0600 (records, session files); 0o644 for files that other
+    users read (the report page, node_exporter's textfile). Raises OSError.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, text: str) -> None:
+    write_text_atomic(path, text)
 
 
 def write_record(path: Path, record: RunRecord) -> None:

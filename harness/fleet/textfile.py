@@ -9,21 +9,11 @@ because node_exporter runs as another user.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
+
+from harness import records
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Raises OSError (the directory is made if missing)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    records.write_text_atomic(Path(path), text, mode=0o644)

@@ -7,13 +7,12 @@ here with autoescape on. ``harness report <run-dir>`` (``cli_report``) rebuilds 
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from harness.records import write_text_atomic
 from harness.report.inputs import ReportError, load_inputs
 from harness.report.view import build_view
 
@@ -40,15 +39,7 @@ def write_report(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     html = build_report(run_dir)
     target = run_dir / "report.html"
-    fd, tmp = tempfile.mkstemp(prefix=".report.html.", dir=run_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(html)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(target, html, mode=0o644)  # the page is for whoever signs off: readable
     return target
 
 
