@@ -23,7 +23,7 @@ from harness.launch.benchmark import failure_record, run_benchmark
 from harness.launch.cleanup import RUN_ID_ENV, kill_run, tagged_pids
 from harness.launch.command import Rendezvous, launch_env, prepare_launch
 from harness.launch.failure import explain_failure
-from harness.launch.spec import BenchmarkSpec, LaunchSettings, default_max_measure_seconds
+from harness.launch.spec import BenchmarkSpec, LaunchSettings, check_window, default_max_measure_seconds
 from harness.launch.stall import Stall
 from harness.records import read_record
 from harness.workloads.plan import BenchmarkPlan, CasePlan, read_plan
@@ -155,8 +155,16 @@ def test_indivisible_global_batch_is_rejected():
     ("gpus_per_node", 0, "gpus_per_node must be >= 1, got 0"),
     ("measure_seconds", 0.0, "measure_seconds must be > 0 seconds"),
     ("timeout_s", -1.0, "timeout_s must be > 0 seconds"),
-    ("stall_factor", 0.0, "stall_factor must be > 0, got 0.0"),
+    ("stall_factor", 0.0, "stall_factor must be > 0 and finite, got 0.0"),
     ("min_measure_steps", 0, "min_measure_steps must be >= 1, got 0"),
+    # Finite as well as positive (issue 20): inf ran a window or waited on a deadline for ever.
+    ("measure_seconds", float("inf"), "measure_seconds must be > 0 seconds and finite, got inf"),
+    ("warmup_seconds", float("nan"), "warmup_seconds must be > 0 seconds and finite, got nan"),
+    ("timeout_s", float("inf"), "timeout_s must be > 0 seconds and finite, got inf"),
+    ("stall_floor_s", float("inf"), "stall_floor_s must be > 0 seconds and finite, got inf"),
+    ("stall_factor", float("inf"), "stall_factor must be > 0 and finite, got inf"),
+    ("max_measure_seconds", float("inf"), "max_measure_seconds (inf) must be >= measure_seconds (10.0) and finite"),
+    ("peak_tflops", -989.0, "peak_tflops must be a finite dense peak TFLOP/s per GPU > 0 (or 0/None: no MFU)"),
 ])
 def test_bad_spec_field_names_itself(field, value, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -487,6 +495,21 @@ def test_the_worker_gets_the_adaptive_window_only_when_asked(tmp_path):
 def test_adaptive_window_fields_are_checked(overrides, message):
     with pytest.raises(ValueError, match=message):
         _spec(**overrides)
+
+
+@pytest.mark.parametrize(("window", "message"), [
+    ({"warmup_seconds": 1.0, "measure_seconds": 0.0}, "measure_seconds must be > 0 seconds and finite, got 0.0"),
+    ({"warmup_seconds": -1.0, "measure_seconds": 5.0}, "warmup_seconds must be > 0 seconds and finite, got -1.0"),
+    ({"warmup_seconds": 1.0, "measure_seconds": 5.0, "ci_target": 2.0}, "ci_target must be a fraction in [0, 1)"),
+    ({"warmup_seconds": 1.0, "measure_seconds": 5.0, "max_measure_seconds": 4.0},
+     "max_measure_seconds (4.0) must be >= measure_seconds (5.0)"),
+])
+def test_check_window_is_what_a_spec_checks_without_building_one(window, message):
+    """The pytest plugin checks its duration options with it before any benchmark (a usage error)."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_window(**window)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _spec(**window)
 
 
 def test_each_case_gets_its_sampler_when_it_begins(tmp_path):

@@ -7,6 +7,7 @@ worker module reads (harness/workloads/plan.py): ``spec.plan(run_dir, run_id)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -48,11 +49,33 @@ def default_max_measure_seconds(measure_seconds: float) -> float:
     return 6 * measure_seconds + 10
 
 
+def check_seconds(name: str, value: float) -> None:
+    """A ValueError naming ``name`` unless ``value`` is a finite, positive number of seconds (inf
+    would run a window or wait for a deadline forever; nan compares false with everything)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{name} must be > 0 seconds and finite, got {value}")
+
+
 def check_positive_seconds(spec: object, *names: str) -> None:
-    """A ValueError naming the first of ``names`` that is not a positive number of seconds."""
+    """check_seconds for each of ``names``, an attribute of ``spec``."""
     for name in names:
-        if not getattr(spec, name) > 0:
-            raise ValueError(f"{name} must be > 0 seconds, got {getattr(spec, name)}")
+        check_seconds(name, getattr(spec, name))
+
+
+def check_window(*, warmup_seconds: float, measure_seconds: float, ci_target: float = 0.0,
+                 max_measure_seconds: float | None = None) -> None:
+    """The measurement a benchmark can run: a ValueError naming the field and its allowed range.
+
+    BenchmarkSpec checks itself with it; the pytest plugin can call it on its options before any
+    benchmark starts, so that a bad --harness-measure-seconds is a usage error, not a failed case.
+    """
+    check_seconds("warmup_seconds", warmup_seconds)
+    check_seconds("measure_seconds", measure_seconds)
+    if not 0 <= ci_target < 1:
+        raise ValueError(f"ci_target must be a fraction in [0, 1) (0.01 = ±1 %; 0 = fixed window), got {ci_target}")
+    if max_measure_seconds is not None and not measure_seconds <= max_measure_seconds < math.inf:
+        raise ValueError(f"max_measure_seconds ({max_measure_seconds}) must be >= measure_seconds ({measure_seconds}) "
+                         "and finite: it caps the adaptive window that measure_seconds starts")
 
 
 def check_model_and_precision(model: str, precision: str) -> None:
@@ -93,8 +116,8 @@ class LaunchSettings:
         for name in ("gpus_per_node", "nodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not self.stall_factor > 0:
-            raise ValueError(f"stall_factor must be > 0, got {self.stall_factor}")
+        if not 0 < self.stall_factor < math.inf:
+            raise ValueError(f"stall_factor must be > 0 and finite, got {self.stall_factor}")
         check_positive_seconds(self, "stall_floor_s", "setup_timeout_s", "telemetry_period_s", "timeout_s")
 
     @property
@@ -164,13 +187,12 @@ class BenchmarkSpec(LaunchedSpec):
         for name in ("min_warmup_steps", "min_measure_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        check_positive_seconds(self, "warmup_seconds", "measure_seconds", "ci_block_seconds")
-        if not 0 <= self.ci_target < 1:
-            raise ValueError(f"ci_target must be a fraction in [0, 1) (0.01 = ±1 %; 0 = fixed window), "
-                             f"got {self.ci_target}")
-        if self.max_measure_seconds is not None and not self.max_measure_seconds >= self.measure_seconds:
-            raise ValueError(f"max_measure_seconds ({self.max_measure_seconds}) must be >= measure_seconds "
-                             f"({self.measure_seconds}): it caps the adaptive window that measure_seconds starts")
+        check_window(warmup_seconds=self.warmup_seconds, measure_seconds=self.measure_seconds,
+                     ci_target=self.ci_target, max_measure_seconds=self.max_measure_seconds)
+        check_positive_seconds(self, "ci_block_seconds")
+        if self.peak_tflops is not None and not 0 <= self.peak_tflops < math.inf:
+            raise ValueError(f"peak_tflops must be a finite dense peak TFLOP/s per GPU > 0 (or 0/None: no MFU), "
+                             f"got {self.peak_tflops}")
         self._check_batch()
 
     def _check_batch(self) -> None:
