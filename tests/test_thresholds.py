@@ -458,7 +458,7 @@ def test_section_that_is_not_a_table(tmp_path):
         ('source = "measured on gpu-018"', 'source = "  "',
          'models.vit_b_16.fp16.source = "  ": must not be empty'),
         ("warmup_seconds = 5", "warmup_seconds = -1",
-         "run.warmup_seconds = -1: must be >= 0 s"),
+         "run.warmup_seconds = -1: must be > 0 s"),
     ],
 )
 def test_out_of_range_says_what_is_allowed(tmp_path, old, new, expected):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -91,9 +92,18 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
 # I/O edge
 
 
-def _parse(path: Path, report: ProblemReport) -> tuple[bytes, dict] | None:
+MAX_PROFILE_BYTES = 1024 * 1024
+"""A profile is a few KB; 1 MiB leaves room for any real one and keeps /dev/zero or a log file named
+*.toml from being read into memory."""
+MAX_NESTING = 32
+"""Tables and arrays inside each other; a profile nests 5 deep ([models.<m>.<p>] min_weak_efficiency)."""
+
+
+def _read_profile_bytes(path: Path, report: ProblemReport) -> bytes | None:
+    """The file's bytes, or None with the reason reported: only a regular file, at most MAX_PROFILE_BYTES."""
     try:
-        data = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         report.add((), "no such file")
         return None
@@ -103,17 +113,66 @@ def _parse(path: Path, report: ProblemReport) -> tuple[bytes, dict] | None:
     except OSError as err:
         report.add((), f"cannot read the file: {err.strerror or err}")
         return None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            report.add((), "is a directory, not a threshold file; use load_profiles for a directory")
+            return None
+        if not stat.S_ISREG(mode):
+            report.add((), "is not a regular file (a pipe, device or socket); a threshold profile is a .toml file")
+            return None
+        try:
+            data = handle.read(MAX_PROFILE_BYTES + 1)
+        except OSError as err:
+            report.add((), f"cannot read the file: {err.strerror or err}")
+            return None
+    if len(data) > MAX_PROFILE_BYTES:
+        report.add((), f"is larger than {MAX_PROFILE_BYTES // 1024} KiB; a threshold profile is a few KB of TOML "
+                   "(is this the right file?)")
+        return None
+    return data
+
+
+def _nesting_depth(value: Any) -> int:
+    """How deep tables and arrays nest in ``value``, counted without recursion (a hostile file may
+    nest thousands deep)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_NESTING:
+            break
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _parse(path: Path, report: ProblemReport) -> tuple[bytes, dict] | None:
+    data = _read_profile_bytes(path, report)
+    if data is None:
+        return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         report.add((), f"not UTF-8 text (bad byte at offset {err.start}); TOML files must be UTF-8")
         return None
     try:
-        return data, tomllib.loads(text)
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         # tomllib's message ends "(at line L, column C)", which is what the user needs.
         report.add((), f"invalid TOML: {err}; fix the syntax there (TOML reference: https://toml.io/en/v1.0.0)")
         return None
+    except (RecursionError, ValueError) as err:  # tomllib recurses per nested array or inline table
+        report.add((), f"cannot be parsed as TOML ({type(err).__name__}: {err}); a threshold profile nests "
+                   f"tables and arrays at most a few levels deep")
+        return None
+    if _nesting_depth(raw) > MAX_NESTING:
+        report.add((), f"nests tables and arrays more than {MAX_NESTING} deep; a threshold profile nests at most "
+                   "5 (thresholds/README.md shows the format)")
+        return None
+    return data, raw
 
 
 def load_profile(path: str | os.PathLike[str]) -> Profile:

@@ -1,5 +1,5 @@
 """Rules that relate several keys of a threshold file: name vs file name, hardware match, peak
-TFLOP/s per precision, matrix coverage, strong-scaling divisibility, run durations.
+TFLOP/s per precision, matrix coverage, strong-scaling divisibility, run durations against the timeout.
 
 Each rule sees the raw tables (to tell "absent" from "invalid", which the schema already
 reported) and the checked values, and adds its problems to the file's ProblemReport.
@@ -12,6 +12,7 @@ import math
 from typing import Any, Mapping
 
 from harness.catalog import PRECISIONS
+from harness.launch.spec import default_max_measure_seconds
 from harness.profile.bounds import RunSettings
 from harness.profile.problems import ProblemReport
 
@@ -122,17 +123,37 @@ def _check_strong_scaling(checked: Mapping[str, Any], report: ProblemReport) -> 
 
 
 def _check_run(raw: Mapping[str, Any], checked: Mapping[str, Any], report: ProblemReport) -> None:
+    """The durations must make a launch that can end before its timeout, default values included."""
     run = checked.get("run", {})
+    raw_run = _table_at(raw, "run") or {}
+    if any(key in raw_run and key not in run for key in _RUN_TIMES):
+        return  # an invalid value is reported already; relating it to the others would only repeat that
     defaults = RunSettings()
     measure = run.get("measure_seconds", defaults.measure_seconds)
     if "max_measure_seconds" in run and run["max_measure_seconds"] < measure:
         report.add(("run", "max_measure_seconds"), f"must be at least measure_seconds ({measure:g} s), the least "
-                   "an adaptive window lasts", raw["run"]["max_measure_seconds"])
-    if "timeout_seconds" not in run:
+                   "an adaptive window lasts", raw_run["max_measure_seconds"])
         return
-    busy_seconds = (run.get("warmup_seconds", defaults.warmup_seconds)
-                    + run.get("measure_seconds", defaults.measure_seconds))
-    if run["timeout_seconds"] <= busy_seconds:
-        report.add(("run", "timeout_seconds"), f"must exceed warmup_seconds + measure_seconds ({busy_seconds:g} s), "
-                   "with room for start-up and model build", raw["run"]["timeout_seconds"])
+    warmup = run.get("warmup_seconds", defaults.warmup_seconds)
+    timeout = run.get("timeout_seconds", defaults.timeout_seconds)
+    if run.get("ci_target", defaults.ci_target) > 0:
+        # An adaptive window that never reaches its CI target runs to its cap: the launch must outlast it.
+        longest = run.get("max_measure_seconds", default_max_measure_seconds(measure))
+        busy_seconds = warmup + longest
+        sum_of = ("warmup_seconds + max_measure_seconds" if "max_measure_seconds" in run else
+                  f"warmup_seconds + the default max_measure_seconds (6 x measure_seconds + 10 = {longest:g} s)")
+    else:
+        busy_seconds = warmup + measure
+        sum_of = "warmup_seconds + measure_seconds"
+    if timeout > busy_seconds:
+        return
+    if "timeout_seconds" in run:
+        report.add(("run", "timeout_seconds"), f"must exceed {sum_of} ({busy_seconds:g} s), with room for start-up "
+                   "and model build", raw_run["timeout_seconds"])
+    else:
+        report.add(("run", "timeout_seconds"), f"is not set, and its default ({timeout:g} s) does not exceed "
+                   f"{sum_of} ({busy_seconds:g} s): every launch would time out; set timeout_seconds above "
+                   f"{busy_seconds:g} s, with room for start-up and model build")
 
+
+_RUN_TIMES = ("warmup_seconds", "measure_seconds", "timeout_seconds", "ci_target", "max_measure_seconds")

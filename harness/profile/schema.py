@@ -297,7 +297,9 @@ HARDWARE_FIELDS = (
 )
 
 RUN_FIELDS = (
-    Field(key="warmup_seconds", kind=NUMBER, rule=_at_least(0, " s"), doc="untimed warmup per launch, seconds"),
+    # > 0, not >= 0: warmup is what steadies the clocks and caches before a window is timed; the
+    # launcher refuses a zero warmup (harness/launch/spec.py), so 0 here would fail every case.
+    Field(key="warmup_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="untimed warmup per launch, seconds"),
     Field(key="measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="timed window per launch, seconds"),
     Field(key="timeout_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="wall-clock limit per launch, seconds"),
     Field(key="ci_target", kind=NUMBER,
