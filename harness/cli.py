@@ -4,7 +4,9 @@ find the largest batch, calibrate a new profile, compare two runs, sign off a fl
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -48,7 +50,9 @@ def _add_run(sub) -> None:
 
 def cmd_run(ns: argparse.Namespace) -> int:
     from harness.launch.benchmark import run_benchmark
+    from harness.launch.command import usable_cpu_cores
     from harness.launch.spec import BenchmarkSpec, LaunchSettings
+    from harness.records import write_record
     from harness.workloads.plan import Device
 
     device: Device = ns.device or ("cuda" if _gpu_present() else "cpu")
@@ -67,16 +71,73 @@ def cmd_run(ns: argparse.Namespace) -> int:
             launch=LaunchSettings(gpus_per_node=ns.gpus, device=device, timeout_s=ns.timeout),
         )
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        field = str(exc).split(" ", 1)[0]  # the spec's messages start with the field they are about
+        raise UsageError(f"{_OPTION_OF_FIELD[field]}: {exc}" if field in _OPTION_OF_FIELD else str(exc)) from None
+    cores = usable_cpu_cores()
+    if device == "cpu" and ns.gpus > cores:
+        # One rank per core at most: more only time-share the cores (the throughput is not the
+        # host's), and each is a whole PyTorch process, so hundreds of them exhaust its memory.
+        raise UsageError(f"--gpus {ns.gpus} --device cpu: a CPU run starts one rank per --gpus, and this process "
+                         f"may use {cores} CPU core{'s' if cores != 1 else ''}; use --gpus {cores} or fewer")
     output: Path = ns.output
-    run_dir = output.with_name(output.name + ".logs") if output.suffix != ".logs" else output
+    _check_output(output)
+    run_dir = output.with_name(output.name + ".logs")
     record = run_benchmark(spec, run_dir)
-    from harness.records import write_record
-
-    write_record(output, record)
     print(summary_line(record))
+    kind = _output_kind(output)
+    if kind is not None:  # something took the path while the benchmark ran: leave it alone
+        raise UsageError(f"--output {output}: is {kind} now, so the record was not written there; it is in "
+                         f"{run_dir / 'record.json'}")
+    write_record(output, record)
     print(f"record: {output}   logs: {run_dir}/")
     return 0 if record.ok else 1
+
+
+_OPTION_OF_FIELD = {"warmup_seconds": "--warmup", "measure_seconds": "--duration", "ci_target": "--ci-target",
+                    "max_measure_seconds": "--max-duration", "peak_tflops": "--peak-tflops", "timeout_s": "--timeout",
+                    "gpus_per_node": "--gpus"}
+"""The option of each BenchmarkSpec / LaunchSettings field that `harness run` sets."""
+
+_NOT_REGULAR = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _output_kind(output: Path) -> str | None:
+    """What is at ``output`` when it is not a regular file ("a symbolic link", "a directory", ...);
+    None when it is one or nothing is there."""
+    try:
+        mode = output.lstat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # _check_output says what is wrong with the directory
+    return next((kind for is_kind, kind in _NOT_REGULAR if is_kind(mode)), None)
+
+
+def _check_output(output: Path) -> None:
+    """UsageError unless the record and its logs (<output>.logs/) can be written: before any benchmark,
+    so that nothing is measured for nothing and nothing but a record file is ever replaced (the record
+    is written to a new file renamed over the path, which would turn a link, a device or a pipe into a
+    regular file)."""
+    kind = _output_kind(output)
+    if kind == "a directory":
+        raise UsageError(f"--output {output}: is a directory; name a file in it, e.g. --output {output / 'run.json'}")
+    if kind is not None:
+        raise UsageError(f"--output {output}: is {kind}, not a regular file, and writing the record would replace "
+                         "it; name a regular file or a new path, e.g. --output run.json")
+    logs = output.with_name(output.name + ".logs")
+    if logs.exists() and not logs.is_dir():
+        raise UsageError(f"--output {output}: its log directory {logs} exists and is not a directory; move it "
+                         "away or choose another --output")
+    directory = output.parent
+    while not directory.exists():  # the run makes the missing directories
+        directory = directory.parent
+    if not directory.is_dir():
+        raise UsageError(f"--output {output}: {directory} is not a directory; choose a path in a directory")
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass  # a file can be made there (O_TMPFILE on Linux: nothing to remove even if we die here)
+    except OSError as exc:
+        raise UsageError(f"--output {output}: cannot create files in {directory} ({exc.strerror or exc}); "
+                         "choose a writable directory") from None
 
 
 def summary_line(record) -> str:

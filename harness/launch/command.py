@@ -70,6 +70,12 @@ def prepare_group_launch(plan: BenchmarkPlan, launch_dir: Path, launch: LaunchSe
     return worker_command(BenchmarkSpec.worker_module, plan_path, launch)
 
 
+def usable_cpu_cores() -> int:
+    """The cores this process may run on (its affinity mask: a cgroup or taskset limit counts), not
+    the machine's count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def launch_env(launch: LaunchSettings, run_id: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(launch.extra_env)
@@ -82,8 +88,7 @@ def launch_env(launch: LaunchSettings, run_id: str) -> dict[str, str]:
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if launch.device == "cpu":
         # torchrun would set 1 thread per rank; give each rank its share of the cores instead.
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        env.setdefault("OMP_NUM_THREADS", str(max(1, cores // launch.gpus_per_node)))
+        env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cpu_cores() // launch.gpus_per_node)))
         env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a CPU run must not touch a GPU that happens to be there
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
