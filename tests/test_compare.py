@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from harness.cases import CaseId
 from harness.records import Failure, RunRecord, StepTimeStats, Versions, write_record
-from harness.tools.compare import (CompareError, cli_compare, compare, format_comparison, load_run_set, record_case,
-                                   summarize)
+from harness.tools.compare import cli_compare, compare, format_comparison, summarize
+from harness.tools.run_sets import CompareError, load_run_set, record_case
 
 
 def make_record(model="tiny_bert", precision="bf16", gpus=1, per_gpu=100.0, *, scaling="weak", batch=4,
@@ -270,3 +271,93 @@ def test_results_without_a_readable_case_id_take_the_case_from_their_record(two_
     assert run_set.cases == {}
     rows = {row.case.key: row for row in compare(load_run_set(before), run_set).rows}
     assert set(rows) == {"tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"}
+
+
+# --- damaged and degenerate input (issue 20): one line naming the file, exit 2; never a traceback --
+
+
+def _refused(capsys, a: Path, b: Path) -> str:
+    assert cli_compare(a, b) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("harness compare: ") and err.count("\n") == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize(("text", "complaint"), [
+    ("[]", "x.json: not a readable run record: expected a JSON object, got list"),
+    ("[" * 100_000 + "]" * 100_000, "x.json: not readable JSON: nested too deeply"),
+])
+def test_a_damaged_run_record_is_one_line_naming_it(two_runs, tmp_path, capsys, text, complaint):
+    (two_runs[1] / "runs" / "x.json").write_text(text)
+    assert complaint in _refused(capsys, two_runs[0], two_runs[1])
+
+
+@pytest.mark.parametrize(("field", "value", "complaint"), [
+    ("throughput_per_gpu", "fast", "throughput_per_gpu is not a finite number >= 0: 'fast'"),
+    ("throughput_ci95_rel", -0.5, "throughput_ci95_rel is not a finite number >= 0: -0.5"),
+    ("hosts", [1, 2], "hosts is not a list of host names: [1, 2]"),
+    ("model", None, "model is not a string: None"),
+    ("world_size", 0, "gpus and nodes must be >= 1, not gpus=0 nodes=1"),
+])
+def test_a_record_field_compare_cannot_use_is_named(two_runs, tmp_path, capsys, field, value, complaint):
+    path = next((two_runs[1] / "runs").glob("*.json"))
+    data = json.loads(path.read_text())
+    data[field] = value
+    path.write_text(json.dumps(data))
+    err = _refused(capsys, two_runs[0], two_runs[1])
+    assert err == f"harness compare: {path}: not a readable run record: {complaint}"
+
+
+@pytest.mark.parametrize(("session", "complaint"), [
+    ({"results": [1, 2]}, "'results' is not an object of test results; the file is damaged"),
+    ({"results": {"t": 5}}, "a result is not an object: 5"),
+    ({"results": {"t": {"record": "RECORD", "checks": "passed"}}}, "the checks of r1 are not a list of objects"),
+    ({"tests": {"not": "a list"}}, "'tests' is not a list of test objects; the file is damaged"),
+])
+def test_a_damaged_session_without_records_beside_it_is_one_line(tmp_path, capsys, session, complaint):
+    run_dir = tmp_path / "damaged"
+    run_dir.mkdir()
+    text = json.dumps(session).replace('"RECORD"', json.dumps(make_record(run_id="r1").to_dict()))
+    (run_dir / "session.json").write_text(text)
+    err = _refused(capsys, run_dir, run_dir)
+    assert err.startswith(f"harness compare: {run_dir / 'session.json'}: {complaint}")
+
+
+def test_a_corrupt_session_falls_back_to_the_intact_run_records_and_says_so(two_runs, capsys):
+    before, after = two_runs
+    (after / "session.json").write_text('{"results": {')  # cut off mid-write
+    assert cli_compare(before, after) == 0
+    out = capsys.readouterr().out
+    assert "B: " in out and "(3 records from runs/*.json)" in out
+    assert f"   note: {after / 'session.json'}: not readable JSON: " in out
+    assert "its verdicts are not shown (statuses are the runs' own)" in out
+    assert "PASS -> OK" in out  # the failed bound of b2 is unknown now: the run's own status is shown
+
+
+def test_a_report_json_stands_in_for_a_corrupt_session(two_runs, capsys):
+    _, after = two_runs
+    session = json.loads((after / "session.json").read_text())
+    report = {"harness": {"profile": {"name": "h200"}},
+              "tests": [{"metadata": {"harness": result}} for result in session["results"].values()]}
+    (after / "report.json").write_text(json.dumps(report))
+    (after / "session.json").write_text("\x00\x00")
+    run_set = load_run_set(after)
+    assert run_set.verdicts["b2"] == "FAIL" and run_set.read_from == "runs/*.json + report.json"
+    assert len(run_set.notes) == 1 and "session.json: not readable JSON" in run_set.notes[0]
+
+
+def test_a_zero_baseline_shows_a_dash_not_a_traceback(tmp_path, capsys):
+    a = write_run_dir(tmp_path / "a", [make_record(per_gpu=0.0)])
+    b = write_run_dir(tmp_path / "b", [make_record(per_gpu=90.0)])
+    comparison = compare(load_run_set(a), load_run_set(b))
+    assert comparison.rows[0].throughput_change is None
+    assert cli_compare(a, b) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("tiny_bert-bf16-weak-1gpu"))
+    assert row.split()[1:4] == ["0.0", "90.0", "—"]
+
+
+def test_a_pipe_is_neither_a_run_directory_nor_a_file(tmp_path, capsys):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert _refused(capsys, fifo, tmp_path) == (f"harness compare: {fifo}: neither a run directory nor a JSON file "
+                                                "(a pipe or a device?); give a run directory such as reports/<run-id>/")

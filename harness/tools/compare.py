@@ -2,7 +2,8 @@
 
 A and B are run directories as ``make acceptance`` writes them (``reports/<run-id>/``, whose
 ``runs/*.json`` are the run records) or as ``harness calibrate`` writes them (several repeats of a
-case each), or a ``session.json`` / ``report.json`` of such a directory. Per case
+case each), or a ``session.json`` / ``report.json`` of such a directory (read by
+harness/tools/run_sets.py, which turns a damaged file into a one-line error). Per case
 (``harness.cases.CaseId``: each result's ``case_id`` where the session recorded one, else the run
 record's own model, precision, scaling and GPUs, as in ``runs/*.json`` and files written before
 case ids), both sides show per-GPU throughput with its relative change, scaling efficiency with its
@@ -24,49 +25,15 @@ cases and up to 4.5 % for ResNet fp16, whose loss scaler syncs with the host eve
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cases import CaseId
 from harness.records import RunRecord
+from harness.tools.run_sets import CompareError, RunSet, load_run_set
 from harness.workloads.busbw import size_label
-
-
-class CompareError(Exception):
-    """A run directory that cannot be read; the message says which and what was expected."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunSet:
-    """The records of one run directory, and its verdicts when it has them."""
-
-    path: Path
-    records: tuple[RunRecord, ...]
-    verdicts: dict[str, str]
-    """run_id -> "PASS" / "FAIL" (from the checks in session.json or report.json)."""
-    profile: str | None = None
-    """The threshold profile the run was judged against, when known."""
-    read_from: str = ""
-    allreduce_busbw_gbps: dict[tuple[int, int], float] = field(default_factory=dict)
-    """(GPUs, message bytes) -> all-reduce bus bandwidth in GB/s, from session.json when the run had
-    the all-reduce test."""
-    cases: dict[str, CaseId] = field(default_factory=dict)
-    """run_id -> the case as the session recorded it (each result's ``case_id``); empty for a directory
-    of run records only, and for files written before results carried a case_id."""
-
-    def case_of(self, record: RunRecord) -> CaseId:
-        """The recorded case of this run, else the one its record's fields describe."""
-        return self.cases.get(record.run_id) or record_case(record)
-
-
-def record_case(record: RunRecord) -> CaseId:
-    """The case a run record describes (model, precision, scaling, nodes x GPUs per node)."""
-    nodes = max(record.nodes, 1)
-    return CaseId(model=record.model, precision=record.precision, gpus=record.world_size // nodes,
-                  scaling=record.scaling, nodes=nodes)
 
 
 def _case_order(case: CaseId) -> tuple[str, str, str, int, int]:
@@ -97,8 +64,8 @@ class Row:
 
     @property
     def throughput_change(self) -> float | None:
-        """(B - A) / A."""
-        if self.a.throughput_per_gpu is None or self.b.throughput_per_gpu is None:
+        """(B - A) / A; None without both, or when A is 0 (a run that measured nothing is no baseline)."""
+        if self.a.throughput_per_gpu is None or self.b.throughput_per_gpu is None or not self.a.throughput_per_gpu > 0:
             return None
         return (self.b.throughput_per_gpu - self.a.throughput_per_gpu) / self.a.throughput_per_gpu
 
@@ -139,117 +106,6 @@ class Comparison:
     only_a: tuple[CaseSummary, ...]
     only_b: tuple[CaseSummary, ...]
     allreduce: tuple[AllreduceRow, ...] = ()
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading a run directory (the I/O edge)
-
-
-# Keys that mark a session result as something other than a benchmark case (see harness.plugin).
-NOT_BENCHMARK_RESULTS = ("interconnect", "topology", "soak")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Summary:
-    """What a session.json or report.json holds for compare."""
-
-    records: list[RunRecord]
-    verdicts: dict[str, str]
-    profile: str | None
-    allreduce: dict[tuple[int, int], float]
-    cases: dict[str, CaseId]
-
-
-def load_run_set(path: str | Path) -> RunSet:
-    """Records and verdicts of a run directory, or of its session.json / report.json."""
-    path = Path(path)
-    if not path.exists():
-        raise CompareError(f"{path}: no such file or directory; give a run directory such as reports/<run-id>/ "
-                           "(or reports/latest)")
-    if path.is_file():
-        summary = _read_summary_file(path)
-        if not summary.records:
-            raise CompareError(f"{path}: holds no run records (no test ran a benchmark)")
-        return RunSet(path=path, records=tuple(summary.records), verdicts=summary.verdicts, profile=summary.profile,
-                      read_from=path.name, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases)
-    runs_dir = path / "runs"
-    record_files = sorted(runs_dir.glob("*.json")) if runs_dir.is_dir() else []
-    summary_file = next((path / name for name in ("session.json", "report.json") if (path / name).is_file()), None)
-    summary = (_read_summary_file(summary_file) if summary_file is not None else
-               _Summary(records=[], verdicts={}, profile=None, allreduce={}, cases={}))
-    if record_files:
-        records = [_read_record_file(file) for file in record_files]
-        read_from = "runs/*.json" + (f" + {summary_file.name}" if summary_file else "")
-    elif summary.records and summary_file is not None:
-        records = summary.records
-        read_from = summary_file.name
-    else:
-        raise CompareError(f"{path}: no run records here: expected runs/*.json, session.json or report.json "
-                           f"(a run directory of `make acceptance` or `harness calibrate`){_subdir_hint(path)}")
-    return RunSet(path=path, records=tuple(records), verdicts=summary.verdicts, profile=summary.profile,
-                  read_from=read_from, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases)
-
-
-def _allreduce_of(data: dict) -> dict[tuple[int, int], float]:
-    """(GPUs, bytes) -> bus bandwidth from a session.json's ``interconnect.allreduce`` rows; {} when it
-    has none (a report.json, a run without the all-reduce test) or they are malformed."""
-    try:
-        rows = ((data.get("interconnect") or {}).get("allreduce")) or []
-        return {(int(row["gpus"]), int(row["size_bytes"])): float(row["busbw_gbps"])
-                for row in rows if row.get("correct", True) and row.get("busbw_gbps")}
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return {}  # the cases are what compare is for; a damaged interconnect section only loses its rows
-
-
-def _subdir_hint(path: Path) -> str:
-    runs = sorted(child.name for child in path.iterdir()
-                  if child.is_dir() and ((child / "runs").is_dir() or (child / "session.json").is_file()))
-    if not runs:
-        return ""
-    shown = ", ".join(runs[-3:])
-    return f"; it holds run directories ({shown}): pick one, e.g. {path / runs[-1]}"
-
-
-def _read_record_file(file: Path) -> RunRecord:
-    try:
-        return RunRecord.from_json(file.read_text())
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise CompareError(f"{file}: not a readable run record: {exc}") from None
-
-
-def _read_summary_file(file: Path) -> _Summary:
-    """session.json (plugin summary) or report.json (pytest-json-report): records, verdicts, profile,
-    all-reduce bus bandwidths and the recorded case of each run."""
-    try:
-        data = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
-        raise CompareError(f"{file}: not readable JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise CompareError(f"{file}: expected a JSON object (session.json or report.json of a run directory)")
-    if "results" in data:  # session.json
-        results = list(data["results"].values())
-        profile = (data.get("profile") or {}).get("name")
-    elif "tests" in data:  # report.json
-        results = [test.get("metadata", {}).get("harness") for test in data["tests"]]
-        results = [result for result in results if result]
-        profile = ((data.get("harness") or {}).get("profile") or {}).get("name")
-    else:
-        raise CompareError(f"{file}: neither a session.json (no 'results') nor a report.json (no 'tests')")
-    records, verdicts, cases = [], {}, {}
-    for result in results:
-        if any(key in result for key in NOT_BENCHMARK_RESULTS):
-            continue  # all-reduce, topology and soak results hold no benchmark run record to compare
-        try:
-            record = RunRecord.from_dict(result["record"])
-        except (KeyError, ValueError, TypeError) as exc:
-            raise CompareError(f"{file}: a result without a readable run record: {exc}") from None
-        records.append(record)
-        checks = result.get("checks") or []
-        verdicts[record.run_id] = "FAIL" if any(check.get("passed") is False for check in checks) else "PASS"
-        case = CaseId.from_dict(result.get("case_id"))  # None when absent (older files) or damaged
-        if case is not None:
-            cases[record.run_id] = case
-    return _Summary(records=records, verdicts=verdicts, profile=profile, allreduce=_allreduce_of(data), cases=cases)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,8 +223,10 @@ def _signed(value: float | None, scale: float, unit: str, digits: int) -> str:
 
 def format_comparison(comparison: Comparison) -> str:
     a, b = comparison.a, comparison.b
-    lines = [f"A: {a.path}  ({len(a.records)} records from {a.read_from})",
-             f"B: {b.path}  ({len(b.records)} records from {b.read_from})"]
+    lines = []
+    for side, run_set in (("A", a), ("B", b)):
+        lines.append(f"{side}: {run_set.path}  ({len(run_set.records)} records from {run_set.read_from})")
+        lines.extend(f"   note: {note}" for note in run_set.notes)
     facts_a, facts_b = _side_facts(a), _side_facts(b)
     for name in facts_a:
         if name == "started":
