@@ -192,6 +192,13 @@ def test_sbatch_script_parses():
     subprocess.run(["bash", "-n", str(SBATCH)], check=True)
 
 
+def test_sbatch_script_asks_for_the_whole_node_gpus_and_memory_included():
+    """--exclusive alone gives no GPU where the partition oversubscribes or Slurm predates giving an
+    exclusive job its GRES, and only the memory asked for (issue 20)."""
+    directives = [line.split()[1] for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH ")]
+    assert {"--exclusive", "--gpus-per-node=8", "--mem=0"} <= set(directives)
+
+
 def test_sbatch_script_says_how_to_get_a_python(tmp_path):
     done = run_sbatch_script(tmp_path, {"HARNESS_HOME": str(tmp_path)})
     assert done.returncode == 2
@@ -323,7 +330,9 @@ def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
         pytest.skip("harness.launch does not launch multi-node runs through harness.launch.slurm yet "
                     "(docs/slurm.md, wiring)")
     reports = tmp_path / "reports"
-    output = submit(cluster, tmp_path, "--nodes=2", str(SBATCH), "--models", "tiny_bert", "--precisions", "fp32",
+    # --gpus-per-node=0: this cluster has CPUs only (the script asks for 8 GPUs per node by default).
+    output = submit(cluster, tmp_path, "--nodes=2", "--gpus-per-node=0", str(SBATCH), "--models", "tiny_bert",
+                    "--precisions", "fp32",
                     "--gpus", "1", "-k", "test_weak_scaling", "--harness-warmup-seconds", "1",
                     "--harness-measure-seconds", "2",
                     env={"HARNESS_HOME": str(REPO), "HARNESS_PYTHON": sys.executable,
