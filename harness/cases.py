@@ -67,5 +67,5 @@ class CaseId:
         try:
             return cls(model=str(data["model"]), precision=str(data["precision"]), gpus=int(data["gpus"]),
                        scaling=data.get("scaling", "weak"), nodes=int(data.get("nodes", 1)))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(float('inf'))
             return None

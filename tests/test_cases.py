@@ -22,7 +22,7 @@ def test_a_case_survives_its_json_form_and_anything_else_reads_as_none():
     case = CaseId(model="bert_large", precision="bf16", gpus=2, nodes=3)
     assert CaseId.from_dict(case.to_dict()) == case
     for damaged in (None, "resnet50-bf16-4gpu", {"model": "x"}, {"model": "x", "precision": "bf16", "gpus": "four"},
-                    {"model": "x", "precision": "bf16", "gpus": 0}, {**case.to_dict(), "scaling": "sideways"}):
+                    {"model": "x", "precision": "bf16", "gpus": 0}, {"model": "x", "precision": "bf16", "gpus": float("inf")}, {**case.to_dict(), "scaling": "sideways"}):
         assert CaseId.from_dict(damaged) is None
 
 
