@@ -14,6 +14,8 @@ from support.profiles import cpu_test_profile
 
 pytest_plugins = ["pytester"]
 
+ACCEPTANCE = Path(__file__).resolve().parent.parent / "acceptance"
+
 PROFILE = cpu_test_profile(defaults="max_step_time_cv = 0.5\nmax_straggler_ratio = 1.5",
                            case="min_samples_per_sec_per_gpu = {min_tp}\nmin_weak_efficiency = {{ 2 = 0.5 }}")
 
@@ -173,7 +175,7 @@ def test_a_conftest_can_declare_the_acceptance_session(pytester, monkeypatch, tm
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()
     (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=50))
-    pytester.makeconftest("harness_acceptance = True")
+    pytester.makeconftest((ACCEPTANCE / "conftest.py").read_text())  # it also adds --gpus and the other short options
     pytester.makepyfile(test_accept=TEST_FILE)
     result = pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "--gpus", "1")
     result.assert_outcomes(passed=1)
@@ -339,7 +341,7 @@ def test_the_allreduce_and_soak_results_carry_their_sections_bounds(suite, pytes
         row = {"size_bytes": spec.max_bytes, "busbw_gbps": 0.8, "algbw_gbps": 0.8, "time_us": 10.0, "correct": True}
         return AllReduceRun(gpus=spec.world_size, run_id=run_id, status="ok", rows=[row], telemetry=no_telemetry)
 
-    def soak(spec, run_dir, *, run_id):
+    def soak(spec, run_dir, *, run_id, on_progress=None):
         windows = [{"window": 0, "seconds": 5.0, "throughput": 100.0},
                    {"window": 1, "seconds": 5.0, "throughput": 99.0}]
         return SoakRun(spec=spec, run_id=run_id, status="ok", windows=windows, loss_finite=True, telemetry=no_telemetry)

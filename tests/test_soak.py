@@ -141,7 +141,7 @@ def soak_suite(pytester, monkeypatch, tmp_path):
     specs = []
 
     def run(last_throughput: float, *args):
-        def fake(spec, run_dir, *, run_id):
+        def fake(spec, run_dir, *, run_id, on_progress=None):
             specs.append(spec)
             windows = [{"window": 0, "seconds": 5.0, "throughput": 100.0},
                        {"window": 1, "seconds": 5.0, "throughput": last_throughput}]

@@ -22,13 +22,16 @@ from harness.launch.supervise import stop_on_sigterm
 from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
                                   scaling_params)
 from harness.plugin.fixture import HarnessTest
-from harness.plugin.options import add_options, parse_options
+from harness.plugin.options import add_options, add_short_options, ini_declares_acceptance, parse_options
 from harness.plugin.outputs import route_reports, write_session_outputs
+from harness.plugin.progress import SessionProgress
 from harness.plugin.session import SESSION_KEY, start_session
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     add_options(parser)
+    if ini_declares_acceptance(parser, pluginmanager):
+        add_short_options(parser)
 
 
 def _active(config: pytest.Config) -> bool:
@@ -42,15 +45,28 @@ def _active(config: pytest.Config) -> bool:
     return any(getattr(plugin, "harness_acceptance", False) is True for plugin in config.pluginmanager.get_plugins())
 
 
+INFORMATION_OPTIONS = ("help", "version", "markers", "showfixtures", "show_fixtures_per_test")
+"""pytest options after which no test runs and only pytest's own information is printed."""
+
+
+def _shows_information_only(config: pytest.Config) -> bool:
+    """``--help``, ``--markers``, ...: no session, so no threshold check can fail them and no directory is made."""
+    return any(getattr(config.option, name, False) for name in INFORMATION_OPTIONS)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "weak_scaling: a weak-scaling acceptance case (per-GPU batch fixed)")
     config.addinivalue_line("markers", "strong_scaling: a strong-scaling acceptance case (global batch fixed)")
-    if not _active(config) or hasattr(config, "workerinput"):
+    if not _active(config) or hasattr(config, "workerinput") or _shows_information_only(config):
         return
     session = start_session(config, parse_options(config))
     config.stash[SESSION_KEY] = session
-    route_reports(config, session)
+    if not session.collect_only:
+        route_reports(config, session)
+        progress = SessionProgress(config=config, results=session.results)
+        config.pluginmanager.register(progress, "harness-progress")
+        session.soak.say = progress.say
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
     # process groups and pytest still writes its reports.
     stop_on_sigterm()
@@ -67,7 +83,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         alloc = ctx.allocation
         what += f"; Slurm job {alloc.job_id} on {alloc.node_count} node(s): {', '.join(alloc.nodes)}"
     return [f"harness: profile {ctx.profile.name} ({ctx.profile.path}) on {what}",
-            f"harness: reports in {ctx.run_dir}"]
+            "harness: --collect-only, no run directory made" if session.collect_only
+            else f"harness: reports in {ctx.run_dir}"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -108,5 +125,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     limit), so a cut-short session still leaves a report, marked INCOMPLETE.
     """
     harness_session = session.config.stash.get(SESSION_KEY, None)
-    if harness_session is not None:
+    if harness_session is not None and not harness_session.collect_only:
         write_session_outputs(session, harness_session, exitstatus)

@@ -13,6 +13,7 @@ import pytest
 
 from harness.cases import CaseId, Scaling
 from harness.launch.slurm import SlurmAllocation
+from harness.node.cpu_features import no_native_bf16_reason
 from harness.plugin.context import SessionContext
 from harness.plugin.options import HarnessOptions
 
@@ -67,6 +68,8 @@ def _case_marks(ctx: SessionContext, case: CaseId) -> list[Any]:
     if ctx.profile.bounds(case.model, case.precision) is None:
         marks.append(pytest.mark.skip(
             reason=f"profile {ctx.profile.name} has no [models.{case.model}.{case.precision}] bounds"))
+    elif case.precision == "bf16" and ctx.profile.bf16_needs_native and ctx.native_bf16 is None:
+        marks.append(pytest.mark.skip(reason=f"profile {ctx.profile.name}: {no_native_bf16_reason()}"))
     elif case.gpus > ctx.available_gpus:
         marks.append(pytest.mark.skip(reason=f"needs {case.gpus} {ctx.core_unit}; this node has {ctx.available_gpus}"))
     return marks

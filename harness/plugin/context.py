@@ -33,6 +33,8 @@ class SessionContext:
     run_dir: Path
     started_at: str
     """UTC, ISO 8601, to the second."""
+    native_bf16: str | None = None
+    """The /proc/cpuinfo flag that gives this CPU native bf16 (harness/node/cpu_features.py); None: emulated."""
 
     @property
     def device(self) -> Literal["cuda", "cpu"]:

@@ -77,10 +77,24 @@ class HarnessOptions:
 
 
 def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
-    group.addoption(f"--{PREFIX}-{name}", *short, dest=f"{PREFIX}_{name.replace('-', '_')}", **settings)
+    """``--harness-NAME`` always; its short spelling (``--gpus``) is kept for add_short_options."""
+    group.addoption(f"--{PREFIX}-{name}", dest=f"{PREFIX}_{name.replace('-', '_')}", **settings)
+    for alias in short:
+        _SHORT_ALIASES[alias] = (name, settings)
+
+
+_SHORT_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {}
+"""``--gpus`` -> (``gpus``, its settings): filled by add_options, registered by add_short_options."""
 
 
 def add_options(parser: pytest.Parser) -> None:
+    """Every ``--harness-*`` option, in every pytest session; the short spellings only in acceptance sessions.
+
+    The plugin is loaded in every pytest session of the environment (the pytest11 entry point), so
+    ``--gpus`` or ``--models`` here would be taken from any other project's test suite; they are added
+    when the ini file read before the plugin loaded says ``harness_acceptance = true``, or by
+    acceptance/conftest.py (add_short_options) when pytest picked an ini file above acceptance/.
+    """
     parser.addini("harness_acceptance", type="bool", default=False,
                   help="run this pytest session as a GPU acceptance session (set in acceptance/pytest.ini)")
     group = parser.getgroup("harness", "GPU acceptance harness")
@@ -136,6 +150,28 @@ def add_options(parser: pytest.Parser) -> None:
     _add(group, "prometheus-dir", metavar="DIR",
          help="also write the session's verdict and figures to DIR/harness_acceptance.prom, for "
               f"node_exporter's textfile collector (default: ${PROMETHEUS_ENV}, else not written)")
+
+
+def add_short_options(parser: pytest.Parser) -> None:
+    """``--gpus``, ``--models``, ... as aliases of their ``--harness-*`` options; added once per session."""
+    group = parser.getgroup("harness", "GPU acceptance harness")
+    known = {flag for option in group.options for flag in option.names()}
+    for alias, (name, settings) in _SHORT_ALIASES.items():
+        if alias not in known:
+            group.addoption(alias, dest=f"{PREFIX}_{name.replace('-', '_')}",
+                            **{**settings, "help": f"same as --{PREFIX}-{name}"})
+
+
+def ini_declares_acceptance(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether the ini file pytest already read says ``harness_acceptance = true``.
+
+    False when the plugin is registered before pytest read its ini file (``pytest.main(plugins=...)``):
+    asking then would cache the default. ``extra_info["inifile"]`` is set once the ini file is read.
+    """
+    config = pluginmanager.get_plugin("pytestconfig")
+    if config is None or "inifile" not in parser.extra_info:
+        return False
+    return bool(config.getini("harness_acceptance"))
 
 
 def parse_options(config: pytest.Config) -> HarnessOptions:

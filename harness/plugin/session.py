@@ -20,6 +20,7 @@ import pytest
 from harness.cases import CaseId
 from harness.checks import verdict
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
+from harness.node.cpu_features import native_bf16_flag
 from harness.node.hardware import HardwareError, detect
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
@@ -46,11 +47,13 @@ class HarnessSession:
     soak: SoakRunner
     results: dict[str, CaseResult | CheckedResult] = field(default_factory=dict)
     """pytest node id -> the result its test produced, in the order the tests ran."""
+    collect_only: bool = False
+    """``--collect-only``: the cases are listed, nothing runs, so no run directory is made or written."""
 
     @classmethod
     def start(cls, config: pytest.Config, ctx: SessionContext) -> HarnessSession:
         return cls(config=config, ctx=ctx, cases=CaseLauncher(ctx=ctx), interconnect=InterconnectRuns(ctx=ctx),
-                   soak=SoakRunner(ctx=ctx))
+                   soak=SoakRunner(ctx=ctx), collect_only=bool(config.option.collectonly))
 
     @property
     def profile(self) -> Profile:
@@ -106,7 +109,8 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
     allocation = _allocation(options)
     started = datetime.now()
     run_id = make_run_id(started, profile.name)
-    run_dir = make_run_dir(options.report_dir, run_id)
+    # Listing the cases (--collect-only) makes no run directory and leaves `latest` where it was.
+    run_dir = options.report_dir / run_id if config.option.collectonly else make_run_dir(options.report_dir, run_id)
     if profile.hardware.device == "cuda":
         busy = gpu_processes(hardware.gpus)
         if busy:
@@ -115,7 +119,7 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
     else:
         available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     ctx = SessionContext(options=options, profile=profile, hardware=hardware, available_gpus=available,
-                         allocation=allocation, run_id=run_id, run_dir=run_dir,
+                         allocation=allocation, run_id=run_id, run_dir=run_dir, native_bf16=native_bf16_flag(),
                          started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return HarnessSession.start(config, ctx)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.catalog import MODELS
@@ -26,6 +27,8 @@ class SoakRunner:
     ctx: SessionContext
     run: soak.SoakRun | None = None
     """The soak of this session, once it ran."""
+    say: Callable[[str], None] | None = None
+    """Where the soak's state goes every minute while it runs (plugin/progress.py); None: nowhere."""
 
     def spec(self) -> SoakSpec:
         return soak_spec(self.ctx, *heaviest_case(self.ctx.profile))
@@ -33,7 +36,8 @@ class SoakRunner:
     def run_soak(self) -> CheckedResult:
         ctx = self.ctx
         spec = self.spec()
-        run = soak.run_soak(spec, ctx.log_dir(spec.case_id), run_id=f"{ctx.run_id}-{spec.case_id}")
+        run = soak.run_soak(spec, ctx.log_dir(spec.case_id), run_id=f"{ctx.run_id}-{spec.case_id}",
+                            on_progress=self.say)
         self.run = run
         checks = soak_checks(run, ctx.profile.soak, ctx.profile.bounds(spec.model, spec.precision),
                                   missing_note=ctx.telemetry_note())

@@ -151,6 +151,8 @@ class Profile:
     peak_tflops: dict[str, float] = field(default_factory=dict)
     """Precision -> dense (not 2:4 sparse) peak TFLOP/s per GPU, for MFU; may be empty on cpu."""
     peak_tflops_source: str | None = None
+    bf16_needs_native: bool = False
+    """cpu: the bf16 bounds hold only on a CPU with native bf16; elsewhere the bf16 cases are skipped."""
     gpu_counts: tuple[int, ...]
     """GPU counts of the default matrix."""
     models: tuple[str, ...]

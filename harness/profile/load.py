@@ -76,6 +76,7 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         hardware=HardwareMatch(device=hardware["device"], **hardware.get("match", {})),
         peak_tflops=hardware.get("peak_tflops", {}),
         peak_tflops_source=hardware.get("peak_tflops_source"),
+        bf16_needs_native=hardware.get("bf16_needs_native", False),
         gpu_counts=tuple(sorted(defaults["gpu_counts"])),
         models=defaults["models"],
         precisions=defaults["precisions"],

@@ -294,6 +294,8 @@ HARDWARE_FIELDS = (
     Field(key="peak_tflops", kind=NUMBER_BY_PRECISION, rule=_greater_than(0, " TFLOP/s"),
           doc="precision -> dense peak TFLOP/s per GPU, for MFU"),
     Field(key="peak_tflops_source", kind=STRING, rule=_NOT_EMPTY, doc="where the peak_tflops figures come from"),
+    Field(key="bf16_needs_native", kind=BOOLEAN,
+          doc="cpu: the bf16 cases run only where the CPU has native bf16 (harness/node/cpu_features.py)"),
 )
 
 RUN_FIELDS = (

@@ -1,0 +1,115 @@
+"""Progress while a session runs: one line per finished test, what runs next and about how long is left.
+
+A 4 x H200 sign-off takes many minutes per GPU count, and pytest alone shows one dot per test. After
+each test that ran a check, this prints (through pytest's terminal reporter, so ``-q``/``-v`` and
+capturing behave as for pytest's own lines)::
+
+    harness: [3/12] PASS test_weak_scaling[resnet18-fp32-2gpu] in 41.2 s: per-GPU throughput 49.1 images/s >= 22.8 …
+    harness: next test_strong_scaling[resnet18-fp32-2gpu]; 9 tests left, about 6 min (41 s per test so far)
+
+Verbosity: the default and ``-v`` print both lines; ``-q`` keeps the verdict lines and drops the
+"next" lines (a quiet log still shows every case's figure); ``-qq`` prints neither. A soak's
+state line each minute (plugin/soak.py) follows the verdict lines' rule.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from harness.checks.verdict import Check
+from harness.plugin.results import CaseResult, CheckedResult
+
+QUIET_VERDICTS_ONLY = -1
+"""pytest verbosity (``-q``) at which only the verdict lines are printed."""
+
+
+def headline_check(checks: list[Check]) -> Check | None:
+    """The check a progress line shows: the first that failed, else the first with a figure and a bound."""
+    failed = [check for check in checks if check.passed is False]
+    bounded = [check for check in checks if check.evaluated and check.measured is not None and check.bound is not None]
+    shown = failed or bounded
+    return shown[0] if shown else None
+
+
+def verdict_line(position: str, test_id: str, outcome: str, elapsed_s: float,
+                 result: CaseResult | CheckedResult | None) -> str:
+    """``[3/12] PASS test_weak_scaling[resnet18-fp32-2gpu] in 41.2 s: weak-scaling efficiency 0.512 >= 0.200``."""
+    check = headline_check(result.checks) if result is not None else None
+    figure = f": {check.describe('').removesuffix(' ()')}" if check is not None else ""
+    return f"{position} {outcome} {test_id} in {elapsed_s:.1f} s{figure}"
+
+
+def duration_text(seconds: float) -> str:
+    """``45 s``, ``6 min``, ``2 h 05 min``: as precise as an estimate deserves."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+@dataclass
+class SessionProgress:
+    """The pytest hooks that print progress; registered for an acceptance session that runs tests."""
+
+    config: pytest.Config
+    results: dict[str, CaseResult | CheckedResult]
+    """The session's results by node id (HarnessSession.results), filled as tests run."""
+    to_run: list[str] = field(default_factory=list)
+    """Node ids of the collected tests not marked skip, in run order."""
+    started_at: dict[str, float] = field(default_factory=dict)
+    """Node id -> time.monotonic() when the test started."""
+    outcomes: dict[str, str] = field(default_factory=dict)
+    """Node id -> PASS, FAIL or SKIP, from its call (or failed setup) report."""
+    finished: list[str] = field(default_factory=list)
+    seconds_spent: float = 0.0
+
+    def say(self, text: str, *, min_verbosity: int = QUIET_VERDICTS_ONLY) -> None:
+        """One line through the terminal reporter, also from inside a running test (the soak's thread)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or self.config.get_verbosity() < min_verbosity:
+            return
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if capture is None:
+            reporter.ensure_newline()
+            reporter.write_line(f"harness: {text}")
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.ensure_newline()
+            reporter.write_line(f"harness: {text}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.to_run = [item.nodeid for item in session.items if item.get_closest_marker("skip") is None]
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.started_at[nodeid] = time.monotonic()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            self.outcomes[report.nodeid] = _outcome_word(report)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        if nodeid not in self.to_run:
+            return
+        elapsed_s = time.monotonic() - self.started_at.pop(nodeid, time.monotonic())
+        self.finished.append(nodeid)
+        self.seconds_spent += elapsed_s
+        outcome = self.outcomes.pop(nodeid, "SKIP")
+        if outcome != "SKIP":
+            position = f"[{len(self.finished)}/{len(self.to_run)}]"
+            self.say(verdict_line(position, nodeid.rpartition("::")[2], outcome, elapsed_s, self.results.get(nodeid)))
+        left = [n for n in self.to_run if n not in self.finished]
+        if left:
+            per_test_s = self.seconds_spent / len(self.finished)
+            self.say(f"next {left[0].rpartition('::')[2]}; {len(left)} test{'s' if len(left) != 1 else ''} left, "
+                     f"about {duration_text(per_test_s * len(left))} ({duration_text(per_test_s)} per test so far)",
+                     min_verbosity=0)
+
+
+def _outcome_word(report: pytest.TestReport) -> str:
+    if report.skipped:
+        return "SKIP"
+    return "PASS" if report.passed else "FAIL"
