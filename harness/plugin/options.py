@@ -1,7 +1,8 @@
 """The command-line options of an acceptance session: declared once, parsed once.
 
 Every option is ``--harness-NAME`` (read from ``dest`` ``harness_NAME``); the everyday ones also have
-the short spelling the README uses (``--gpus``, ``--soak``). ``parse_options`` reads them all once, at
+the short spelling the README uses (``--gpus``, ``--soak``), in acceptance sessions only (add_options
+says why). ``parse_options`` reads them all once, at
 session start, into one frozen ``HarnessOptions``: a bad value is a ``pytest.UsageError`` naming the
 option, raised before any benchmark starts. Nothing after that calls ``config.getoption``.
 """
@@ -84,7 +85,8 @@ def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
 
 
 _SHORT_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {}
-"""``--gpus`` -> (``gpus``, its settings): filled by add_options, registered by add_short_options."""
+"""``--gpus`` -> (``gpus``, its settings): filled by add_options, registered by add_short_options, which
+acceptance/conftest.py calls after add_options ran (so the settings are kept here, declared once)."""
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from harness.fleet.session_end import prometheus_dir, record_session, store_path
 from harness.plugin.fixture import RESULT_KEY
+from harness.plugin.progress import write_own_line
 from harness.plugin.session import HarnessSession
 from harness.records import write_json_atomic
 from harness.report.render import write_report
@@ -70,4 +71,4 @@ def write_session_outputs(session: pytest.Session, harness_session: HarnessSessi
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         for text in lines:
-            reporter.write_line(text)
+            write_own_line(reporter, text)

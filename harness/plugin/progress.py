@@ -73,12 +73,10 @@ class SessionProgress:
             return
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         if capture is None:
-            reporter.ensure_newline()
-            reporter.write_line(f"harness: {text}")
+            write_own_line(reporter, f"harness: {text}")
             return
         with capture.global_and_fixture_disabled():
-            reporter.ensure_newline()
-            reporter.write_line(f"harness: {text}")
+            write_own_line(reporter, f"harness: {text}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -107,6 +105,15 @@ class SessionProgress:
             self.say(f"next {left[0].rpartition('::')[2]}; {len(left)} test{'s' if len(left) != 1 else ''} left, "
                      f"about {duration_text(per_test_s * len(left))} ({duration_text(per_test_s)} per test so far)",
                      min_verbosity=0)
+
+
+def write_own_line(reporter: pytest.TerminalReporter, line: str) -> None:
+    """``line`` on a line of its own: with ``-q`` pytest writes its result letters without a file path,
+    which the reporter's own newline tracking (ensure_newline, in write_line) does not see."""
+    reporter.ensure_newline()
+    if getattr(reporter, "_width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(line)
 
 
 def _outcome_word(report: pytest.TestReport) -> str:
