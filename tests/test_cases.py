@@ -21,8 +21,12 @@ def test_the_baseline_is_one_gpu_of_one_node_with_the_same_scaling():
 def test_a_case_survives_its_json_form_and_anything_else_reads_as_none():
     case = CaseId(model="bert_large", precision="bf16", gpus=2, nodes=3)
     assert CaseId.from_dict(case.to_dict()) == case
-    for damaged in (None, "resnet50-bf16-4gpu", {"model": "x"}, {"model": "x", "precision": "bf16", "gpus": "four"},
-                    {"model": "x", "precision": "bf16", "gpus": 0}, {"model": "x", "precision": "bf16", "gpus": float("inf")}, {**case.to_dict(), "scaling": "sideways"}):
+    damaged_forms = (None, "resnet50-bf16-4gpu", {"model": "x"},
+                     {"model": "x", "precision": "bf16", "gpus": "four"},
+                     {"model": "x", "precision": "bf16", "gpus": 0},
+                     {"model": "x", "precision": "bf16", "gpus": float("inf")},
+                     {**case.to_dict(), "scaling": "sideways"})
+    for damaged in damaged_forms:
         assert CaseId.from_dict(damaged) is None
 
 
