@@ -39,7 +39,7 @@ def main() -> int:
         if chromium:
             png = out / "report.png"
             screenshot(html, png, chromium, height=SCREENSHOT_HEIGHT[name])
-            _shrink(png)
+            shrink(png)
             line += f", {png.relative_to(ROOT)}: {png.stat().st_size // 1024} KiB"
         print(line)
     if not chromium:
@@ -47,7 +47,7 @@ def main() -> int:
     return 0
 
 
-def _shrink(png: Path) -> None:
+def shrink(png: Path) -> None:
     """Crop the scrollbar and use a 256-colour palette: the page is flat colours and text, and the
     README should load fast."""
     try:

@@ -12,6 +12,7 @@ off twice before, when its GPU 3 was as fast as the others: its history shows th
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 import tempfile
@@ -25,7 +26,12 @@ from harness.cli import main as harness  # noqa: E402
 from harness.report.browser import screenshot  # noqa: E402
 
 OUT = ROOT / "docs" / "examples" / "fleet"
-SCROLLBAR_PX = 15  # headless Chromium draws the page's scrollbar into the screenshot
+def _node_report_build():
+    """docs/examples/build.py, whose PNG shrinking this page shares (a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("node_report_build", ROOT / "docs" / "examples" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> int:
@@ -42,19 +48,8 @@ def main() -> int:
             print("chromium is not on PATH: the screenshot was not rebuilt", file=sys.stderr)
             return 0
         screenshot(Path(tmp) / "fleet.html", OUT / "fleet.png", height=1900)
-    _shrink(OUT / "fleet.png")
+    _node_report_build().shrink(OUT / "fleet.png")
     return 0
-
-
-def _shrink(png: Path) -> None:
-    """Crop the scrollbar, 256 colours: the page is flat colours and text."""
-    from PIL import Image  # only this script needs Pillow
-
-    with Image.open(png) as image:
-        width, height = image.size
-        small = image.convert("RGB").crop((0, 0, width - SCROLLBAR_PX, height))
-        small = small.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    small.save(png, optimize=True)
 
 
 if __name__ == "__main__":
