@@ -17,7 +17,8 @@ from harness.launch.allreduce import AllReduceRun, run_allreduce
 from harness.launch.command import prepare_launch
 from harness.launch.spec import AllReduceSpec, LaunchSettings
 from harness.node.hardware import GpuInfo
-from harness.node.topology import read_topology
+from harness.node.cpu_features import runs_in_virtual_machine
+from harness.node.topology import read_topology, why_no_nvlink
 from harness.profile.bounds import InterconnectBounds, TopologyBounds
 from harness.workloads import allreduce as interconnect
 from harness.workloads.allreduce import check_allreduce, expected_sum, fill_pattern, pattern_values
@@ -261,7 +262,58 @@ def test_a_gpu_without_nvlink_fails_an_nvlink_profile():
     topology = read_topology(_gpus(2), FakeNvml([FakeGpu(uuid=UUIDS[0]),
                                                  FakeGpu(uuid=UUIDS[1], unsupported={"nvmlDeviceGetNvLinkState"})]))
     check = _by_name(topology_checks(topology, H200_TOPOLOGY, {}, load_note="n/a"))["NVLink links up per GPU"]
-    assert check.passed is False and f"GPU 1 ({UUIDS[1]}) (Not Supported)" in check.note
+    assert check.passed is False and f"GPU 1 ({UUIDS[1]}): NVML reports no NVLink (Not Supported)" in check.note
+
+
+def _without_nvlink(count: int, *, virtualized: bool | None, name: str = "NVIDIA H200") -> dict:
+    gpus = [GpuInfo(index=i, name=name, uuid=UUIDS[i], memory_total_gib=140.4, pci_bus_id=f"0000:{i}:00.0")
+            for i in range(count)]
+    nvml = FakeNvml([FakeGpu(uuid=UUIDS[i], name=name, unsupported={"nvmlDeviceGetNvLinkState"})
+                     for i in range(count)])
+    return read_topology(gpus, nvml, virtualized=virtualized)
+
+
+MULTI_GPU_NVLINK = TopologyBounds(nvlinks_per_gpu=18, nvlink_when="multi_gpu", source="HGX H200")
+
+
+def test_one_gpu_in_a_vm_without_nvlink_does_not_apply_where_the_profile_asks_nvlink_only_between_peers():
+    check = _by_name(topology_checks(_without_nvlink(1, virtualized=True), MULTI_GPU_NVLINK, {},
+                                     load_note="n/a"))["NVLink links up per GPU"]
+    assert check.passed is None
+    assert check.note.startswith("does not apply: one GPU on this node has no peer to link to")
+    assert "virtual machine" in check.note and f"GPU 0 ({UUIDS[0]})" in check.note
+
+
+def test_several_gpus_without_nvlink_fail_and_say_which_kind_of_node_it_is():
+    check = _by_name(topology_checks(_without_nvlink(2, virtualized=True), MULTI_GPU_NVLINK, {},
+                                     load_note="n/a"))["NVLink links up per GPU"]
+    assert check.passed is False
+    assert "The node failed: this node has several GPUs, so [topology] requires NVLink" in check.note
+    assert "virtual machine" in check.note and f"GPU 1 ({UUIDS[1]})" in check.note
+
+
+def test_one_gpu_without_nvlink_fails_where_the_profile_requires_nvlink_always():
+    check = _by_name(topology_checks(_without_nvlink(1, virtualized=False), H200_TOPOLOGY, {},
+                                     load_note="n/a"))["NVLink links up per GPU"]
+    assert check.passed is False
+    assert "bare metal should have NVLink" in check.note and 'nvlink_when = "always"' in check.note
+
+
+@pytest.mark.parametrize(("name", "virtualized", "says"), [
+    ("NVIDIA H100 PCIe", True, "is a PCIe card: it has no NVLink"),
+    ("NVIDIA H200 NVL", False, "NVLink comes from a bridge"),
+    ("NVIDIA H100 80GB HBM3", True, "virtual machine"),
+    ("NVIDIA H100 80GB HBM3", False, "bare metal should have NVLink"),
+    ("NVIDIA H100 80GB HBM3", None, "unknown"),
+])
+def test_why_a_gpu_shows_no_nvlink(name, virtualized, says):
+    assert says in why_no_nvlink(name, virtualized)
+
+
+def test_the_hypervisor_flag_is_read_from_cpuinfo():
+    assert runs_in_virtual_machine("processor: 0\nflags\t: fpu vme hypervisor avx2\n") is True
+    assert runs_in_virtual_machine("processor: 0\nflags\t: fpu vme avx2\n") is False
+    assert runs_in_virtual_machine("processor: 0\nFeatures\t: fp asimd bf16\n") is None
 
 
 # --- the acceptance test through the plugin (fake sweep) -------------------------------------

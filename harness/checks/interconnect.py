@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.checks.verdict import Check, telemetry_checks
 from harness.launch.allreduce import AllReduceRun
+from harness.node.topology import why_no_nvlink
 from harness.telemetry import gpu_label, is_ok
 from harness.workloads.busbw import size_label
 
@@ -68,7 +69,7 @@ def topology_checks(topology: dict, bounds: Any, loaded: dict[str, dict], *, loa
     label = {g["index"]: gpu_label(g["index"], g["uuid"]) for g in gpus}
     checks = []
     if bounds.nvlinks_per_gpu is not None:
-        checks.append(_nvlink_check(gpus, label, bounds))
+        checks.append(_nvlink_check(topology, label, bounds))
     if bounds.p2p_all_pairs:
         checks.append(_p2p_check(topology.get("p2p_read", {}), gpus, label, bounds.source))
     for key, expected, word in (("gen", bounds.pcie_generation, "generation"), ("width", bounds.pcie_width, "width")):
@@ -77,16 +78,29 @@ def topology_checks(topology: dict, bounds: Any, loaded: dict[str, dict], *, loa
     return checks
 
 
-def _nvlink_check(gpus: list[dict], label: dict[int, str], bounds: Any) -> Check:
+def _nvlink_check(topology: dict, label: dict[int, str], bounds: Any) -> Check:
+    """Every GPU shows ``nvlinks_per_gpu`` active links; where NVML shows none, the message says what kind
+    of node that is, and ``nvlink_when`` says whether it fails: a GPU alone has no peer to link to."""
+    gpus = topology.get("gpus", [])
     counts = [(g, g.get("nvlinks_active")) for g in gpus]
     known = [(g, c) for g, c in counts if c is not None]
     name = "NVLink links up per GPU"
     if len(known) < len(counts):
-        missing = [label[g["index"]] + f" ({g['unsupported'].get('nvlink', 'no reading')})"
-                   for g, c in counts if c is None]
+        missing = [g for g, c in counts if c is None]
+        seen = "; ".join(f"{label[g['index']]}: NVML reports no NVLink "
+                         f"({g['unsupported'].get('nvlink', 'no reading')}): "
+                         f"{why_no_nvlink(g.get('name'), topology.get('virtualized'))}" for g in missing)
+        if bounds.nvlink_when == "multi_gpu" and len(gpus) < 2:
+            return Check(name=name, kind="health", measured=None, bound=bounds.nvlinks_per_gpu, unit="",
+                         comparison=">=", passed=None, source=bounds.source,
+                         note=f"does not apply: one GPU on this node has no peer to link to "
+                              f"([topology] nvlink_when = \"multi_gpu\"). {seen}")
+        needs = ("this node has several GPUs, so [topology] requires NVLink" if bounds.nvlink_when == "multi_gpu"
+                 else "[topology] requires NVLink on every GPU (nvlink_when = \"always\")")
         return Check(name=name, kind="health", measured=None, bound=bounds.nvlinks_per_gpu, unit="",
                      comparison=">=", passed=False if bounds.nvlinks_per_gpu > 0 else None, source=bounds.source,
-                     note=f"NVML reports no NVLink on {', '.join(missing)}")
+                     note=f"{seen}. The node failed: {needs}; a node of a kind without NVLink needs a profile "
+                          "without nvlinks_per_gpu")
     short = [f"{label[g['index']]}: {c} up" for g, c in known if c < bounds.nvlinks_per_gpu]
     fewest = min(c for _, c in known)
     return Check(name=name, kind="health", measured=float(fewest), bound=float(bounds.nvlinks_per_gpu),

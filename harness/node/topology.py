@@ -13,22 +13,27 @@ from typing import Any, Sequence
 
 import pynvml
 
+from harness.node.cpu_features import runs_in_virtual_machine
+
 _PCIE_QUERIES = (("pcie_gen_idle", "nvmlDeviceGetCurrPcieLinkGeneration"),
                  ("pcie_width_idle", "nvmlDeviceGetCurrPcieLinkWidth"),
                  ("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
                  ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth"))
 
 
-def read_topology(gpus: Sequence[Any], nvml: Any = pynvml) -> dict:
+def read_topology(gpus: Sequence[Any], nvml: Any = pynvml, virtualized: bool | None = None) -> dict:
     """NVLink links up, P2P status of every pair, PCIe link (idle and the slot's maximum) per GPU.
 
-    ``gpus`` are harness.node.hardware.GpuInfo (index, uuid). Unsupported queries are recorded as such.
+    ``gpus`` are harness.node.hardware.GpuInfo (index, uuid, name). Unsupported queries are recorded as
+    such. ``virtualized`` (default: the CPU's hypervisor flag) is kept so that a GPU without NVLink
+    can be explained (harness/checks/interconnect.py).
     """
     nvml.nvmlInit()
     try:
         handles = {gpu.index: nvml.nvmlDeviceGetHandleByIndex(gpu.index) for gpu in gpus}
         per_gpu = [_links(nvml, gpu, handles[gpu.index]) for gpu in gpus]
-        return {"gpus": per_gpu, "p2p_read": _p2p_read(nvml, gpus, handles)}
+        return {"gpus": per_gpu, "p2p_read": _p2p_read(nvml, gpus, handles),
+                "virtualized": runs_in_virtual_machine() if virtualized is None else virtualized}
     finally:
         try:
             nvml.nvmlShutdown()
@@ -37,7 +42,8 @@ def read_topology(gpus: Sequence[Any], nvml: Any = pynvml) -> dict:
 
 
 def _links(nvml: Any, gpu: Any, handle: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {"index": gpu.index, "uuid": gpu.uuid, "unsupported": {}}
+    entry: dict[str, Any] = {"index": gpu.index, "uuid": gpu.uuid, "name": getattr(gpu, "name", None),
+                             "unsupported": {}}
     active, links = 0, 0
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
@@ -83,3 +89,23 @@ def p2p_status_name(nvml: Any, status: int) -> str:
         if name.startswith("NVML_P2P_STATUS_") and getattr(nvml, name) == status and "SUPPORED" not in name:
             return name.removeprefix("NVML_P2P_STATUS_").lower().replace("_", " ")
     return f"status {status}"
+
+
+def why_no_nvlink(gpu_name: str | None, virtualized: bool | None) -> str:
+    """What kind of node shows a GPU without NVLink, from the GPU's name and the CPU's hypervisor flag.
+
+    NVML answers "Not Supported" for NVLink both on PCIe cards and where a hypervisor passes an SXM GPU
+    through without its NVLink fabric; on bare metal an SXM GPU without NVLink is a fault.
+    """
+    name = gpu_name or "this GPU"
+    if gpu_name and "PCIe" in gpu_name:
+        return f"{name} is a PCIe card: it has no NVLink"
+    if gpu_name and gpu_name.rstrip().endswith(" NVL"):
+        return f"{name} is a PCIe card whose NVLink comes from a bridge: no bridge is seen"
+    if virtualized:
+        return (f"{name} runs in a virtual machine (the CPU reports the 'hypervisor' flag), which passes the GPU "
+                "through without its NVLink fabric")
+    if virtualized is False:
+        return (f"{name} on bare metal should have NVLink: the baseboard, the driver's fabric manager or the GPU "
+                "is at fault")
+    return f"{name}: whether this is a virtual machine is unknown (no 'hypervisor' flag to read)"

@@ -118,6 +118,9 @@ class TopologyBounds(_JsonForm):
 
     nvlinks_per_gpu: int | None = None
     """Active NVLink links per GPU."""
+    nvlink_when: str = "always"
+    """``always``: every GPU must show ``nvlinks_per_gpu`` links; ``multi_gpu``: only on a node of two GPUs
+    or more, since a GPU alone (a 1-GPU VM) has no peer to link to."""
     p2p_all_pairs: bool | None = None
     """Whether every GPU pair must support peer-to-peer access."""
     pcie_generation: int | None = None

@@ -355,8 +355,13 @@ INTERCONNECT_FIELDS = (
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
+NVLINK_WHEN = ("always", "multi_gpu")
+
 TOPOLOGY_FIELDS = (
     Field(key="nvlinks_per_gpu", kind=INTEGER, rule=_at_least(0, " (links)"), doc="active NVLink links per GPU"),
+    Field(key="nvlink_when", kind=STRING, rule=_one_of(NVLINK_WHEN),
+          doc='"always": every GPU must show its NVLinks, even alone; "multi_gpu": only where the node has '
+              "two GPUs or more (a GPU alone has no peer to link to, as in a 1-GPU VM)"),
     Field(key="p2p_all_pairs", kind=BOOLEAN, doc="every GPU pair supports peer-to-peer access"),
     Field(key="pcie_generation", kind=INTEGER, rule=_between(1, 7), doc="PCIe link generation of each GPU under load"),
     Field(key="pcie_width", kind=INTEGER, rule=_one_of((1, 2, 4, 8, 16)), doc="PCIe link width (lanes) of each GPU"),
