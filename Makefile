@@ -11,12 +11,18 @@ TEST_ARGS ?=
 # What ruff lints (configured in pyproject.toml; mypy's files are set there: harness/).
 LINT_PATHS ?= harness tests benchmarks acceptance docs/examples
 
+# The software stack the profiles were measured on: constraints/gpu.txt where an NVIDIA driver is
+# installed, constraints/cpu.txt elsewhere (docs/usage.md, "Software stack"). PIP_INDEX: an extra
+# package index, e.g. https://download.pytorch.org/whl/cu130 for torch's +cu130 build.
+CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),constraints/gpu.txt,constraints/cpu.txt)
+PIP_INDEX ?=
+
 .PHONY: acceptance test lint venv clean-venv
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) $(if $(PIP_INDEX),--extra-index-url $(PIP_INDEX)) -e '.[test]'
 	touch $@
 
 venv: $(STAMP)

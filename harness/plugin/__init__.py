@@ -26,6 +26,7 @@ from harness.plugin.options import add_options, add_short_options, ini_declares_
 from harness.plugin.outputs import route_reports, write_session_outputs
 from harness.plugin.progress import SessionProgress
 from harness.plugin.session import SESSION_KEY, start_session
+from harness.profile.stack import compare_stack
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -82,7 +83,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if ctx.allocation is not None:
         alloc = ctx.allocation
         what += f"; Slurm job {alloc.job_id} on {alloc.node_count} node(s): {', '.join(alloc.nodes)}"
+    stack = compare_stack(ctx.profile.stack, hw)
     return [f"harness: profile {ctx.profile.name} ({ctx.profile.path}) on {what}",
+            *([f"harness: {stack.describe()}"] if stack is not None else []),
             "harness: --collect-only, no run directory made" if session.collect_only
             else f"harness: reports in {ctx.run_dir}"]
 

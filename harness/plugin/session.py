@@ -34,6 +34,7 @@ from harness.plugin.soak import SoakRunner
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
 from harness.profile.match import select_profile
+from harness.profile.stack import compare_stack
 
 SESSION_KEY = pytest.StashKey["HarnessSession"]()
 
@@ -77,6 +78,7 @@ class HarnessSession:
         ctx = self.ctx
         profile = ctx.profile
         interconnect, soak = self.interconnect.summary(), self.soak.summary()
+        stack = compare_stack(profile.stack, ctx.hardware)
         return {
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "started_at": ctx.started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -88,6 +90,7 @@ class HarnessSession:
             "slurm": ctx.allocation.to_dict() if ctx.allocation is not None else None,
             "git_commit": git_commit(),
             "container": container(),
+            "stack": stack.to_dict() if stack is not None else None,
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
             **({"interconnect": interconnect} if interconnect is not None else {}),
             **({"soak": soak} if soak is not None else {}),

@@ -140,6 +140,21 @@ class SoakBounds(_JsonForm):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MeasuredStack(_JsonForm):
+    """The software the profile's bounds were measured on: a run on another stack is told so."""
+
+    torch: str | None = None
+    """``torch.__version__`` as the measurement printed it, e.g. ``2.11.0+cu130``."""
+    cuda: str | None = None
+    """The CUDA version torch was built with (``torch.version.cuda``), e.g. ``13.0``."""
+    nccl: str | None = None
+    """NCCL as torch reports it, e.g. ``2.28.9``."""
+    driver: str | None = None
+    """The NVIDIA driver, e.g. ``580.159.04``."""
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Profile:
     """One validated threshold file."""
 
@@ -168,6 +183,8 @@ class Profile:
     interconnect: InterconnectBounds | None = None
     topology: TopologyBounds | None = None
     soak: SoakBounds | None = None
+    stack: MeasuredStack | None = None
+    """What the bounds were measured on; None: not recorded."""
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
 

@@ -24,6 +24,7 @@ from harness.profile.bounds import (
     CaseBounds,
     HardwareMatch,
     InterconnectBounds,
+    MeasuredStack,
     Profile,
     RunSettings,
     SoakBounds,
@@ -86,6 +87,7 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         interconnect=InterconnectBounds(**checked["interconnect"]) if "interconnect" in checked else None,
         topology=TopologyBounds(**checked["topology"]) if "topology" in checked else None,
         soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
+        stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
     )
 
 

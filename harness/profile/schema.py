@@ -368,6 +368,14 @@ TOPOLOGY_FIELDS = (
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
+STACK_FIELDS = (
+    Field(key="torch", kind=STRING, rule=_NOT_EMPTY, doc="torch.__version__ the bounds were measured on"),
+    Field(key="cuda", kind=STRING, rule=_NOT_EMPTY, doc="CUDA version torch was built with (torch.version.cuda)"),
+    Field(key="nccl", kind=STRING, rule=_NOT_EMPTY, doc="NCCL version torch reported"),
+    Field(key="driver", kind=STRING, rule=_NOT_EMPTY, doc="NVIDIA driver version"),
+    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
+)
+
 SOAK_FIELDS = (
     Field(key="max_throughput_decay", kind=NUMBER, required=True,
           rule=Rule(lambda v: 0 < v < 1, "must be a fraction in (0, 1); use 0.03 for 3 %, not 3"),
@@ -386,6 +394,7 @@ TOP_LEVEL_FIELDS = (
     Field(key="interconnect", kind=TABLE, fields=INTERCONNECT_FIELDS, doc="[interconnect]: all-reduce bounds"),
     Field(key="topology", kind=TABLE, fields=TOPOLOGY_FIELDS, doc="[topology]: expected GPU wiring"),
     Field(key="soak", kind=TABLE, fields=SOAK_FIELDS, doc="[soak]: long-run bounds"),
+    Field(key="stack", kind=TABLE, fields=STACK_FIELDS, doc="[stack]: the software the bounds were measured on"),
 )
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
@@ -398,6 +407,7 @@ SECTIONS: dict[str, tuple[Field, ...]] = {
     "[interconnect]": INTERCONNECT_FIELDS,
     "[topology]": TOPOLOGY_FIELDS,
     "[soak]": SOAK_FIELDS,
+    "[stack]": STACK_FIELDS,
 }
 """Every table of the schema, by how the README and error messages name it."""
 
