@@ -108,3 +108,24 @@ def test_signoff_refuses_an_include_that_is_not_a_run_directory(tmp_path):
                            str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and "not a run directory (no runs/ inside)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _health_record(model, util, power_w, temperature_c, cv, world_size=1):
+    return {"model": model, "precision": "bf16", "world_size": world_size, "status": "ok",
+            "step_time_ms": {"cv": cv},
+            "telemetry": {"status": "ok", "gpus": [{"reduced": {"util_pct": util, "power_w": power_w,
+                                                                "power_limit_w": 700.0,
+                                                                "temperature_c": temperature_c}}]}}
+
+
+def test_health_bounds_come_from_the_worst_healthy_run_with_the_stated_margins():
+    health = _load("health_bounds")
+    records = [_health_record("resnet50", 97.5, 560.0, 55, 0.018), _health_record("resnet50", 96.5, 550.0, 54, 0.02),
+               _health_record("vit_b_16", 99.8, 680.0, 63, 0.005),
+               _health_record("vit_b_16", 10.0, 10.0, 99, 0.9, world_size=2),  # not a 1-GPU record: left out
+               {**_health_record("bert_large", 5.0, 5.0, 99, 0.9), "status": "failed"}]
+    cases, bounds = health.summarize(records)
+    assert sorted(cases) == ["resnet50 bf16", "vit_b_16 bf16"]
+    assert cases["resnet50 bf16"]["util_pct"] == [97.5, 96.5]
+    assert bounds == {"min_gpu_utilization_pct": 91, "min_power_fraction_of_limit": 0.66,
+                      "max_temperature_c": 73, "max_step_time_cv": 0.06}
