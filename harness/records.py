@@ -52,6 +52,11 @@ class RankStats:
     """Mean step time with gradient synchronisation off (DDP no_sync): this rank's own speed,
     which the synchronised steps hide because every rank waits for the slowest."""
     peak_memory_gib: float | None
+    throughput: float | None = None
+    """This rank's own rate, samples/s: its samples of the window / its own time. Under DDP its own
+    window (every rank waits for the slowest at each all-reduce, so the ranks agree); in an
+    independent run (``RunRecord.independent``) its own steps' time, which leaves out the waits at
+    the window's block boundaries where the ranks vote. None in records written before it existed."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,7 +111,8 @@ class RunRecord:
     sample_unit: str = "samples"
     # Performance; None when the run produced no measurement.
     throughput_per_gpu: float | None = None
-    """Samples per second per GPU (rank): throughput_total / world_size."""
+    """Samples per second per GPU (rank): throughput_total / world_size; in an independent run the
+    median of the GPUs' own rates. Each rank's own rate is ``per_rank[i].throughput``."""
     throughput_total: float | None = None
     """Samples per second: global samples of the window / the slowest rank's window time."""
     throughput_ci95_rel: float | None = None
@@ -116,6 +122,11 @@ class RunRecord:
     step_time_ms: StepTimeStats | None = None
     """Pooled over ranks' measured steps."""
     per_rank: tuple[RankStats, ...] = ()
+    independent: bool = False
+    """A 1-GPU case run on every usable GPU at once, one process each training its own model without
+    DDP (no gradient all-reduce): ``per_rank`` holds each GPU's run, ``throughput_per_gpu`` and
+    ``throughput_total`` their median, which is the scaling cases' baseline and what the node-uniformity
+    check compares each GPU with."""
     straggler: Straggler | None = None
     straggler_ratio: float | None = None
     peak_memory_gib: float | None = None

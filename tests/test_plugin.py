@@ -47,12 +47,13 @@ class FakeLauncher:
         per_gpu = self.per_gpu(len(self.calls)) if callable(self.per_gpu) else self.per_gpu
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         stats = StepTimeStats(mean_ms=40, median_ms=40, p95_ms=41, p99_ms=42, cv=0.01, steps=25)
+        world = spec.training_world_size  # a 1-GPU case runs on every rank at once, each its own (independent)
         return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
-                         world_size=spec.world_size, nodes=1, device_kind=spec.device,
-                         batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
+                         world_size=world, nodes=1, device_kind=spec.device, independent=spec.independent,
+                         batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * world,
                          status="ok", sample_unit="sequences", throughput_per_gpu=per_gpu,
-                         throughput_total=per_gpu * spec.world_size, step_time_ms=stats,
-                         straggler_ratio=1.0 if spec.world_size > 1 else None, loss_finite=True)
+                         throughput_total=per_gpu * world, step_time_ms=stats,
+                         straggler_ratio=1.0 if world > 1 else None, loss_finite=True)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from harness import telemetry as tm
+from harness.checks.uniformity import CPU_RANKS_NOTE, ONE_GPU_NOTE, describe_rate, gpu_rates, node_median
 from harness.node.nvml import FAULT_REASONS
 from harness.profile.bounds import CaseBounds
 from harness.records import RunRecord
@@ -280,16 +281,74 @@ def weak_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: C
     checks = sanity_checks(record)
     if not all(c.passed for c in checks):
         return checks
-    throughput = _bounded("throughput_per_gpu", "per-GPU throughput", "performance", record.throughput_per_gpu,
-                          bounds.min_samples_per_sec_per_gpu, f"{record.sample_unit}/s", ">=", bounds.source,
-                          "no measurement")
+    throughput = per_gpu_throughput_check(record, bounds)
     checks += [throughput] if throughput is not None else []
+    uniformity = gpu_uniformity_check(record, bounds)
+    checks += [uniformity] if uniformity is not None else []
     if record.world_size > 1:
         efficiency, note = weak_efficiency(record, baseline)
         checks.append(_scaling_check("weak_efficiency", "weak-scaling efficiency", efficiency, note,
                                      bounds.min_weak_efficiency,
                                      record.world_size, bounds.source))
     return checks + health_checks(record, bounds, telemetry_note)
+
+
+def per_gpu_throughput_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
+    """Every GPU's own rate against the bound; measured is the slowest GPU's, and a miss names it.
+
+    Under DDP the slowest rank's window is the run's (every rank waits for it), so this is the
+    record's throughput per GPU; in an independent run each GPU's own. Records without per-rank
+    rates are judged on ``throughput_per_gpu``.
+    """
+    bound, unit = bounds.min_samples_per_sec_per_gpu, f"{record.sample_unit}/s"
+    rates = gpu_rates(record)
+    if bound is None or not rates:
+        return _bounded("throughput_per_gpu", "per-GPU throughput", "performance", record.throughput_per_gpu,
+                        bound, unit, ">=", bounds.source, "no measurement")
+    several_hosts = len(record.hosts) > 1
+    missed = [r for r in rates if r.throughput < bound]
+    slowest = rates[0]
+    if missed:
+        note = "slowest: " + "; ".join(describe_rate(r, unit, several_hosts) for r in missed)
+    else:
+        note = f"slowest: {describe_rate(slowest, unit, several_hosts)}" if len(rates) > 1 else ""
+    return Check(key="throughput_per_gpu", name="per-GPU throughput", kind="performance", measured=slowest.throughput,
+                 bound=bound, unit=unit, comparison=">=", passed=not missed, note=note, source=bounds.source)
+
+
+def gpu_uniformity_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
+    """The independent 1-GPU run: each GPU's rate / the node's median GPU's >= min_gpu_uniformity.
+
+    Only a run where every GPU trained alone at once (``record.independent``) has it: under DDP the
+    ranks wait for each other and the straggler probe speaks instead. Not evaluated, saying why, on
+    one GPU, on CPU ranks, or without a bound in the profile (the slowest GPU's fraction still shown).
+    """
+    if not record.independent:
+        return None
+    bound, unit = bounds.min_gpu_uniformity, f"{record.sample_unit}/s"
+    rates = gpu_rates(record)
+
+    def result(passed: bool | None, note: str) -> Check:
+        return Check(key="gpu_uniformity", name="GPU uniformity (each GPU / the node's median)", kind="health",
+                     measured=rates[0].fraction_of_median if rates else None, bound=bound, unit="",
+                     comparison=">=", passed=passed, note=note, source=bounds.source)
+
+    if not rates:
+        return result(None, "no per-GPU rates in the record")
+    several_hosts = len(record.hosts) > 1
+    slowest = describe_rate(rates[0], unit, several_hosts)
+    median = f"node median {node_median(rates):,.1f} {unit} over {len(rates)} GPUs"
+    if record.device_kind == "cpu":
+        return result(None, CPU_RANKS_NOTE)
+    if len(rates) < 2:
+        return result(None, ONE_GPU_NOTE)
+    if bound is None:
+        return result(None, f"the profile has no min_gpu_uniformity (not yet measured on this hardware); "
+                            f"slowest: {slowest}, {median}")
+    missed = [r for r in rates if r.fraction_of_median < bound]
+    if missed:
+        return result(False, "; ".join(describe_rate(r, unit, several_hosts) for r in missed) + f"; {median}")
+    return result(True, f"slowest: {slowest}, {median}")
 
 
 def strong_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: CaseBounds, *,

@@ -57,8 +57,9 @@ def failure_record(spec: BenchmarkSpec, run_id: str, *, status: Status, failure:
     """The record of a case whose worker wrote none: who it was, why it failed, which hosts it reached."""
     return RunRecord(
         run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
-        world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
-        batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
+        world_size=spec.training_world_size, nodes=spec.nodes, device_kind=spec.device,
+        batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.training_world_size,
+        independent=spec.independent,
         compile=spec.compile, status=status, failure=failure,
         phases_s={"launch_total": elapsed_s},
         hosts=tuple(dict.fromkeys(info["host"] for info in phases.values() if info.get("host"))),

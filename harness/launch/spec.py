@@ -179,9 +179,14 @@ class BenchmarkSpec(LaunchedSpec):
     peak_tflops: float | None = None
     sync_each_step: bool = False
     """Diagnostic: read the loss on the host every step (to measure what that costs)."""
+    independent: bool = False
+    """A 1-GPU case on each of the launch's GPUs at once (``gpus_per_node`` of them), one process per
+    GPU training its own model without DDP: each GPU's own rate, their median the baseline."""
 
     def __post_init__(self) -> None:
         check_model_and_precision(self.model, self.precision)
+        if self.independent and self.nodes != 1:
+            raise ValueError(f"independent 1-GPU runs are on one node (its every GPU at once), got nodes={self.nodes}")
         if self.scaling not in SCALINGS:
             raise ValueError(f"scaling {self.scaling!r} is unknown; use weak or strong")
         for name in ("min_warmup_steps", "min_measure_steps"):
@@ -202,10 +207,15 @@ class BenchmarkSpec(LaunchedSpec):
             return
         if self.global_batch_size is None or self.global_batch_size < 1:
             raise ValueError(f"strong scaling needs a global batch size >= 1, got {self.global_batch_size}")
-        if self.global_batch_size % self.world_size:
+        if self.global_batch_size % self.training_world_size:
             raise ValueError(
                 f"strong scaling splits the global batch over the GPUs: {self.global_batch_size} is not "
-                f"divisible by {self.world_size} GPUs; pick a multiple of {self.world_size}")
+                f"divisible by {self.training_world_size} GPUs; pick a multiple of {self.training_world_size}")
+
+    @property
+    def training_world_size(self) -> int:
+        """The GPUs one model trains on: 1 in an independent run (each GPU its own), else world_size."""
+        return 1 if self.independent else self.world_size
 
     @property
     def per_gpu_batch(self) -> int:
@@ -213,18 +223,19 @@ class BenchmarkSpec(LaunchedSpec):
             assert self.batch_size_per_gpu is not None
             return self.batch_size_per_gpu
         assert self.global_batch_size is not None
-        return self.global_batch_size // self.world_size
+        return self.global_batch_size // self.training_world_size
 
     @property
     def case_id(self) -> str:
-        return CaseId(model=self.model, precision=self.precision, gpus=self.gpus_per_node, scaling=self.scaling,
+        gpus = 1 if self.independent else self.gpus_per_node
+        return CaseId(model=self.model, precision=self.precision, gpus=gpus, scaling=self.scaling,
                       nodes=self.nodes).key
 
     def case_plan(self, run_dir: Path, run_id: str) -> CasePlan:
         """This case as the worker runs it, every default resolved."""
         return CasePlan(
             model=self.model, precision=self.precision, scaling=self.scaling, batch_size_per_gpu=self.per_gpu_batch,
-            global_batch_size=self.per_gpu_batch * self.world_size, device=self.device,
+            global_batch_size=self.per_gpu_batch * self.training_world_size, device=self.device,
             warmup_seconds=self.warmup_seconds, max_warmup_seconds=max_warmup_seconds(self.warmup_seconds),
             min_warmup_steps=self.min_warmup_steps, warmup_block_steps=WARMUP_BLOCK_STEPS,
             measure_seconds=self.measure_seconds, min_measure_steps=self.min_measure_steps,
@@ -232,7 +243,7 @@ class BenchmarkSpec(LaunchedSpec):
             sync_each_step=self.sync_each_step, ci_target=self.ci_target,
             max_measure_seconds=(self.max_measure_seconds if self.max_measure_seconds is not None
                                  else default_max_measure_seconds(self.measure_seconds)),
-            ci_block_seconds=self.ci_block_seconds, run_dir=Path(run_dir), run_id=run_id)
+            ci_block_seconds=self.ci_block_seconds, independent=self.independent, run_dir=Path(run_dir), run_id=run_id)
 
     def plan(self, run_dir: Path, run_id: str) -> BenchmarkPlan:
         return BenchmarkPlan(cases=(self.case_plan(run_dir, run_id),))

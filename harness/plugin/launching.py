@@ -64,8 +64,10 @@ class CaseLauncher:
         ctx, repeats = self.ctx, self.ctx.options.repeats
         group = [(label, spec)]
         if ctx.options.launch == "grouped" and spec.nodes == 1:
+            # One GPU count per launch: the 1-GPU cases (each on every GPU at once) apart from the DDP ones.
             group += [(other, s) for other, s in self.pending()
-                      if other != label and s.nodes == 1 and s.gpus_per_node == spec.gpus_per_node]
+                      if other != label and s.nodes == 1 and s.gpus_per_node == spec.gpus_per_node
+                      and s.independent == spec.independent]
         runs = [(f"{name}-repeat{r + 1}" if r else name, s) for name, s in group for r in range(repeats)]
         busy = ctx.busy_gpus(spec.gpus_per_node)
         if busy:
@@ -77,7 +79,8 @@ class CaseLauncher:
             records = shared_launch.run_benchmark_group(
                 [s for _, s in runs], [ctx.log_dir(name) for name, _ in runs],
                 [f"{ctx.run_id}-{name}" for name, _ in runs],
-                ctx.log_dir(f"launch{self.launches}-{spec.gpus_per_node}gpu"))
+                ctx.log_dir(f"launch{self.launches}-{spec.gpus_per_node}x1gpu" if spec.independent
+                            else f"launch{self.launches}-{spec.gpus_per_node}gpu"))
         for (name, _), record in zip(runs, records, strict=True):
             write_record(ctx.record_path(name), record)
         for index, (name, _) in enumerate(group):
@@ -124,6 +127,7 @@ class CaseLauncher:
 def refused_record(spec: BenchmarkSpec, run_id: str, busy: list[GpuProcess]) -> RunRecord:
     """A launch we did not start because its GPUs were busy: a failed record naming them."""
     return RunRecord(run_id=run_id, model=spec.model, precision=spec.precision, scaling=spec.scaling,
-                     world_size=spec.world_size, nodes=spec.nodes, device_kind=spec.device,
-                     batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * spec.world_size,
+                     world_size=spec.training_world_size, nodes=spec.nodes, device_kind=spec.device,
+                     batch_size_per_gpu=spec.per_gpu_batch,
+                     global_batch_size=spec.per_gpu_batch * spec.training_world_size, independent=spec.independent,
                      status="failed", failure=Failure(reason=busy_gpu_message(busy), phase="setup"))

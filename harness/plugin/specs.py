@@ -52,12 +52,26 @@ def launch_settings(ctx: SessionContext, gpus_per_node: int, *, nodes: int = 1,
         telemetry=options.telemetry, telemetry_period_s=options.telemetry_period_s)
 
 
+def independent_gpus(ctx: SessionContext) -> int:
+    """On how many GPUs a 1-GPU case runs at once, each its own: every GPU of the node (on a CPU
+    profile, the most ranks its matrix runs on this host, so the mode is exercised there too)."""
+    if ctx.device == "cuda":
+        return max(1, ctx.available_gpus)
+    return max((n for n in ctx.profile.gpu_counts if n <= ctx.available_gpus), default=1)
+
+
 def benchmark_spec(ctx: SessionContext, case: CaseId, gpus_per_node: int | None = None) -> BenchmarkSpec:
-    """The launch of ``case`` (on ``gpus_per_node`` GPUs, when given: a baseline's)."""
+    """The launch of ``case`` (on ``gpus_per_node`` GPUs, when given: a baseline's).
+
+    A 1-GPU case of one node runs on every GPU at once, each GPU training its own model
+    (``independent``): each GPU is judged on its own rate, and the wider cases' baseline is the
+    median of them, not one GPU's run.
+    """
     bounds = ctx.profile.bounds(case.model, case.precision)
     assert bounds is not None, f"{case.key}: the plugin launches only cases the profile bounds"
     run, options = ctx.profile.run, ctx.options
-    gpus = gpus_per_node if gpus_per_node is not None else case.gpus
+    independent = gpus_per_node is None and case.world_size == 1
+    gpus = gpus_per_node if gpus_per_node is not None else independent_gpus(ctx) if independent else case.gpus
     return BenchmarkSpec(
         model=case.model, precision=case.precision, scaling=case.scaling,
         batch_size_per_gpu=bounds.batch_size_per_gpu if case.scaling == "weak" else None,
@@ -66,7 +80,7 @@ def benchmark_spec(ctx: SessionContext, case: CaseId, gpus_per_node: int | None 
         ci_target=ci_target(ctx),
         max_measure_seconds=max(run.max_measure_seconds, options.measure_seconds or 0)
         if run.max_measure_seconds else None,
-        peak_tflops=ctx.profile.peak_tflops.get(case.precision), compile=options.compile,
+        peak_tflops=ctx.profile.peak_tflops.get(case.precision), compile=options.compile, independent=independent,
         launch=launch_settings(ctx, gpus, nodes=case.nodes, extra_env=compile_env(options)))
 
 

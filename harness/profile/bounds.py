@@ -75,6 +75,9 @@ class CaseBounds:
     """Highest acceptable slowest-rank / fastest-rank compute step time, >= 1."""
     max_step_time_cv: float | None = None
     """Highest acceptable coefficient of variation (stdev / mean) of step time, a fraction > 0."""
+    min_gpu_uniformity: float | None = None
+    """Lowest acceptable rate of any GPU / the node's median GPU, on the 1-GPU case run on every GPU
+    at once (each its own model), a fraction in (0, 1]; None: the check is shown, not evaluated."""
     inherited: tuple[str, ...] = ()
     """Names of the bounds above that came from [defaults] (the case's own table leaves them out), sorted."""
 

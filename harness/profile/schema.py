@@ -336,6 +336,9 @@ CASE_FIELDS = (
     Field(key="max_step_time_cv", kind=NUMBER,
           rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
           inherit=True, doc="highest step-time coefficient of variation, a fraction"),
+    Field(key="min_gpu_uniformity", kind=NUMBER,
+          rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1] of the node's median GPU; use 0.97, not 97"),
+          inherit=True, doc="lowest rate of any GPU / the node's median GPU in the independent 1-GPU run, a fraction"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 

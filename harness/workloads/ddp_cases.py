@@ -5,6 +5,12 @@ probe (each rank's own speed, gradient sync off) → measured window (CUDA event
 sync inside; harness/workloads/window.py) → gather → rank 0 writes the case's record.json
 (harness/workloads/ddp_record.py). Each case builds its model after the previous one was freed;
 the launch's start-up is charged to its first case.
+
+An *independent* case (``CasePlan.independent``: a 1-GPU case on every GPU at once) trains a bare
+model on each rank, no DDP and no gradient all-reduce, through the same steps and timers; the
+process group only votes on step counts at block boundaries and gathers the timings. The
+processes of one node then compete only for the host's CPU (synthetic data lives on each GPU),
+as the ranks of a DDP case do.
 """
 
 from __future__ import annotations
@@ -77,7 +83,8 @@ def run_case(case: CasePlan, rank: Rank, group: ProcessGroup, *, startup_s: dict
     """Build, warm up, probe, measure and record one case on an initialised process group."""
     t_case = time.time()
     rank.phase.write("setup")
-    check_batch(case, rank.world_size)
+    training_world_size = 1 if case.independent else rank.world_size
+    check_batch(case, training_world_size)
     if launch["index"] > 0:
         gc.collect()  # DDP's reducer holds reference cycles: the previous case's model goes only now
         if group.cuda:
@@ -96,7 +103,7 @@ def run_case(case: CasePlan, rank: Rank, group: ProcessGroup, *, startup_s: dict
         phases_s = {**startup_s, "build": t_built - t_case, "warmup": t_warm - t_built, "probe": t_probed - t_warm,
                     "measure": t_measured - t_probed, "gather": t_gathered - t_measured}
         record = build_record(
-            case, spec=run.model, world_size=rank.world_size, gathered=gathered, warmup_steps=warmup_steps,
+            case, spec=run.model, world_size=training_world_size, gathered=gathered, warmup_steps=warmup_steps,
             warmup_s=warmup_s, measured_steps=len(window.step_times_ms), phases_s=phases_s, versions=versions(),
             nodes=int(os.environ.get("HARNESS_NODES", os.environ.get("GROUP_WORLD_SIZE", "1"))), launch=launch,
             started_at=launch_epoch(process_start_s))
@@ -118,9 +125,12 @@ class CaseRun:
         # Compilation happens in the first warmup steps; counting over the whole case says whether it was
         # compiled or found in the caches (on which ranks), which is most of a compiled case's wall time.
         self.cache_lookups_before = compilecache.lookups() if case.compile else None
-        self.ddp = recipe.build_ddp(self.model, group.device)
-        self.step_fn = recipe.TrainStep(torch.compile(self.ddp) if case.compile else self.ddp, self.ddp.parameters(),
-                                        self.model, case.precision, group.device, case.batch_size_per_gpu)
+        # Independent: this GPU's own model, no gradient all-reduce (the 1-GPU case on every GPU at once).
+        self.ddp = None if case.independent else recipe.build_ddp(self.model, group.device)
+        self.module = self.ddp if self.ddp is not None else recipe.build_model(self.model, group.device)
+        self.step_fn = recipe.TrainStep(torch.compile(self.module) if case.compile else self.module,
+                                        self.module.parameters(), self.model, case.precision, group.device,
+                                        case.batch_size_per_gpu)
         self.loss_sum = torch.zeros((), device=group.device, dtype=torch.float32)
         """The loss summed on the device every step; read once at the end of warmup and of the window."""
 
@@ -147,8 +157,8 @@ class CaseRun:
     def probe(self, block_ms: float) -> float | None:
         """Each rank's own step time with gradient sync off (the synced steps hide a slow GPU)."""
         case = self.case
-        if self.rank.world_size == 1 or case.compile or case.compute_probe_steps <= 0:
-            return None
+        if self.ddp is None or self.rank.world_size == 1 or case.compile or case.compute_probe_steps <= 0:
+            return None  # independent ranks (no DDP) are timed on their own already: their window is the probe
         self.rank.phase.write("probe", expected_s=case.compute_probe_steps * block_ms / 1000.0)
         self.group.sync()
         timer = window_timer(self.group.cuda, 1, torch)

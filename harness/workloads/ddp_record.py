@@ -1,6 +1,10 @@
 """Every rank's raw timings of one benchmark case, gathered on rank 0, into the run record (pure: no
 GPU, no process group; unit-tested). Throughput = global samples in the window / the slowest rank's window time;
-its 95 % CI from batch means; TFLOP/s and MFU from the model's FLOPs per sample."""
+its 95 % CI from batch means; TFLOP/s and MFU from the model's FLOPs per sample.
+
+Each rank's own rate goes into its RankStats. An independent case (each GPU its own 1-GPU run)
+is summed up by the median GPU: its throughput, CI and TFLOP/s are the median GPU's, so one slow
+or fast GPU does not move the baseline the wider cases are judged against."""
 
 from __future__ import annotations
 
@@ -14,15 +18,31 @@ from harness.workloads.plan import CasePlan
 from harness.workloads.stats import step_time_stats, straggler, throughput_ci95_rel
 
 
-def _per_rank(gathered: list[dict]) -> tuple[RankStats, ...]:
+def rank_throughput(plan: CasePlan, g: dict) -> float:
+    """One rank's own rate, samples/s. Under DDP: over its window. Independent: over its own steps'
+    time (the step events are back to back within a block), which leaves out the waits for the
+    other GPUs at the block boundaries' votes: a fast GPU must not read as slow as the slowest."""
+    steps = len(g["step_times_ms"])
+    seconds = sum(g["step_times_ms"]) / 1000.0 if plan.independent else g["window_s"]
+    return plan.batch_size_per_gpu * steps / seconds
+
+
+def _per_rank(plan: CasePlan, gathered: list[dict]) -> tuple[RankStats, ...]:
     return tuple(
         RankStats(
             rank=g["rank"], local_rank=g["local_rank"], host=g["host"], gpu_index=g["gpu_index"],
             gpu_uuid=g["gpu_uuid"], device_name=g["device_name"], step_time=step_time_stats(g["step_times_ms"]),
             window_s=g["window_s"], compute_step_ms=g["compute_step_ms"], peak_memory_gib=g["peak_memory_gib"],
+            throughput=rank_throughput(plan, g),
         )
         for g in sorted(gathered, key=lambda g: g["rank"])
     )
+
+
+def median_rank(plan: CasePlan, gathered: list[dict]) -> dict:
+    """The rank whose own rate is the median (the lower middle one of an even count)."""
+    ranked = sorted(gathered, key=lambda g: rank_throughput(plan, g))
+    return ranked[(len(ranked) - 1) // 2]
 
 
 def _invalid_loss(gathered: list[dict]) -> Failure | None:
@@ -50,15 +70,18 @@ def build_record(plan: CasePlan, *, spec: Any, world_size: int, gathered: list[d
                  warmup_s: float, measured_steps: int, phases_s: dict[str, float], versions: Versions, nodes: int,
                  launch: dict | None = None, started_at: float | None = None) -> RunRecord:
     """Turn every rank's raw timings into the run record; ``spec`` is the case's ModelSpec."""
-    per_rank = _per_rank(gathered)
+    per_rank = _per_rank(plan, gathered)
     slowest = max(gathered, key=lambda g: g["window_s"])
     window_s = slowest["window_s"]
-    throughput_total = plan.global_batch_size * measured_steps / window_s
-    ci_rel, ci_blocks = throughput_ci95_rel(slowest["step_times_ms"], block_steps=slowest.get("ci_block_steps"))
+    # Independent: each GPU trained alone; the median GPU stands for the node (world size 1).
+    judged = median_rank(plan, gathered) if plan.independent else slowest
+    throughput_total = (rank_throughput(plan, judged) if plan.independent
+                        else plan.global_batch_size * measured_steps / window_s)
+    ci_rel, ci_blocks = throughput_ci95_rel(judged["step_times_ms"], block_steps=judged.get("ci_block_steps"))
     pooled = [t for g in gathered for t in g["step_times_ms"]]
     tflops = throughput_total / world_size * spec.train_flops_per_sample / 1e12
     failure = _invalid_loss(gathered)
-    lag = straggler(per_rank)
+    lag = None if plan.independent else straggler(per_rank)
     memories = [g["peak_memory_gib"] for g in gathered if g["peak_memory_gib"] is not None]
     now = datetime.now(timezone.utc)
     return RunRecord(
@@ -68,7 +91,7 @@ def build_record(plan: CasePlan, *, spec: Any, world_size: int, gathered: list[d
         status="ok" if failure is None else "invalid", failure=failure,
         sample_unit=spec.sample_unit, throughput_per_gpu=throughput_total / world_size,
         throughput_total=throughput_total, throughput_ci95_rel=ci_rel, ci_blocks=ci_blocks,
-        step_time_ms=step_time_stats(pooled), per_rank=per_rank, straggler=lag,
+        step_time_ms=step_time_stats(pooled), per_rank=per_rank, independent=plan.independent, straggler=lag,
         straggler_ratio=lag.ratio if lag else None, peak_memory_gib=max(memories) if memories else None,
         tflops_per_gpu=tflops, mfu=tflops / plan.peak_tflops if plan.peak_tflops else None,
         peak_tflops=plan.peak_tflops, loss_finite=failure is None,

@@ -54,6 +54,10 @@ class CasePlan:
     after ``measure_seconds`` at least; 0 = a fixed window of ``measure_seconds``."""
     max_measure_seconds: float
     ci_block_seconds: float
+    independent: bool
+    """Every rank trains its own model with world-size-1 semantics (no DDP, no gradient all-reduce): a
+    1-GPU case run on every GPU of the launch at once. The process group only agrees on step counts
+    and gathers the timings, at the window's boundaries."""
     run_dir: Path
     """This case's directory: its record, a copy of its phase files, its failure files."""
     run_id: str

@@ -49,17 +49,22 @@ def describe(precision: str) -> str:
     return f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM}, fused, zeroed momentum){scaler}"
 
 
+def build_model(spec, device: torch.device) -> torch.nn.Module:
+    """The model of ``spec`` on ``device`` (channels_last for CNNs), as one GPU trains it alone."""
+    model = spec.build().to(device)
+    if spec.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
 def build_ddp(spec, device: torch.device):
     """The model of ``spec`` on ``device`` (channels_last for CNNs), wrapped in DDP.
 
     The process group must exist. Gradients alias DDP's all-reduce buckets
     (``gradient_as_bucket_view``): one copy fewer per step, as large jobs run.
     """
-    model = spec.build().to(device)
-    if spec.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                   gradient_as_bucket_view=True)
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(build_model(spec, device), device_ids=device_ids, gradient_as_bucket_view=True)
 
 
 class TrainStep:

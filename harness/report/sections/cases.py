@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from harness.report.format import anchor, device_word, fmt_duration, fmt_number, fmt_pct, fmt_rate
 from harness.report.inputs import as_dict, as_int, as_list, as_number, as_text
 from harness.report.outcomes import SessionTest
@@ -151,17 +153,32 @@ def record_facts(record: dict) -> list[tuple[str, str]]:
             + _window_facts(record, unit, device) + _run_facts(record, device))
 
 
+def _rates(ranks: list[dict]) -> tuple[int | None, float | None]:
+    """(the rank with the lowest own rate, the median rate) of an independent run's ranks."""
+    rated = sorted((r["throughput"], as_int(r.get("rank"))) for r in ranks
+                   if isinstance(r.get("throughput"), (int, float)) and r["throughput"] > 0)
+    if not rated:
+        return None, None
+    return rated[0][1], statistics.median(rate for rate, _ in rated)
+
+
 def _per_rank(record: dict) -> list[dict]:
+    ranks = [as_dict(r) for r in as_list(record.get("per_rank"))]
     slowest = as_int(as_dict(record.get("straggler")).get("slowest_rank"))
+    median = None
+    if record.get("independent") is True:  # each GPU trained alone: the slowest by its own rate
+        slowest, median = _rates(ranks)
     rows = []
-    for rank in (as_dict(r) for r in as_list(record.get("per_rank"))):
+    for rank in ranks:
+        rate = rank.get("throughput") if isinstance(rank.get("throughput"), (int, float)) else None
         steps = as_dict(rank.get("step_time"))
         rows.append({"rank": as_text(rank.get("rank")), "host": as_text(rank.get("host")) or "—",
                      "gpu": as_text(rank.get("gpu_index")) if rank.get("gpu_index") is not None else "—",
                      "uuid": as_text(rank.get("gpu_uuid")) or "—", "device": as_text(rank.get("device_name")) or "—",
                      "mean": fmt_number(steps.get("mean_ms")), "p99": fmt_number(steps.get("p99_ms")),
                      "cv": fmt_pct(steps.get("cv"), 2), "compute": fmt_number(rank.get("compute_step_ms")),
-                     "memory": fmt_number(rank.get("peak_memory_gib")),
+                     "memory": fmt_number(rank.get("peak_memory_gib")), "rate": fmt_number(rate),
+                     "of_median": fmt_number(rate / median) if rate is not None and median else "—",
                      "slowest": slowest is not None and as_int(rank.get("rank")) == slowest})
     return rows
 
@@ -192,6 +209,7 @@ def build_case(test: SessionTest, device: str) -> dict:
         "label": test.label, "derived": test.outcome_derived,
         "context": as_text(test.harness.get("context")), "status": as_text(record.get("status")),
         "facts": record_facts(record), "checks": check_rows(test.harness), "per_rank": _per_rank(record),
+        "independent": record.get("independent") is True,
         "failure": _failure(record), "message": test.message,
         "baseline": as_text(test.harness.get("baseline_run_id")), "run_id": as_text(record.get("run_id")),
         "duration": fmt_duration(test.duration_s) if test.duration_s else "",

@@ -84,8 +84,8 @@ def _bounds_row(model: str, precision: str, holder: SessionTest | None, unit: st
         "straggler": shown("max_straggler_ratio", fmt_number(bounds.get("max_straggler_ratio"))),
         "cv": shown("max_step_time_cv", fmt_number(bounds.get("max_step_time_cv"))),
         "util": shown("min_gpu_utilization_pct", fmt_with_unit(bounds.get("min_gpu_utilization_pct"), "%")),
-        "other": "; ".join(f"{k} {fmt_number(bounds[k])}" for k in ("min_power_fraction_of_limit",
-                                                                    "max_temperature_c") if bounds.get(k) is not None),
+        "other": "; ".join(f"{k} {fmt_number(bounds[k])}" for k in ("min_power_fraction_of_limit", "max_temperature_c",
+                                                                    "min_gpu_uniformity") if bounds.get(k) is not None),
         "sources": [s for s in (sources.cite(bounds.get("source")),) if s],
     }
 
