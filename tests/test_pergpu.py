@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks.repeats import combine
 from harness.checks.verdict import weak_scaling_checks
 from harness.launch.benchmark import run_benchmark
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
@@ -288,3 +289,11 @@ def test_the_report_shows_each_gpus_rate_and_fraction_of_the_median(tmp_path):
     assert "Per GPU (4): each trained its own model at once" in case
     assert "<th>of median</th>" in case
     assert re.search(r'class="slow"[^>]*><td>1 \(slowest\)</td>.*?<td>4,410</td><td>0.951</td>', case, re.S)
+
+
+def test_repeats_judge_each_gpu_on_its_own_figure_over_the_repeats():
+    runs = [independent(rates) for rates in ([4600.0, 4000.0], [4610.0, 4590.0], [4620.0, 4580.0])]
+    combined = combine([dataclasses.replace(run, run_id=f"r{i}") for i, run in enumerate(runs)])
+    # GPU 1 was slow in one run of three: its median over the repeats (4580) stands, not that run's 4000
+    assert [r.throughput for r in combined.per_rank] == [4610.0, 4580.0]
+    assert checks_of(combined)["gpu_uniformity"].passed is True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from harness.records import RunRecord
+from harness.records import RankStats, RunRecord
 
 OLYMPIC_FROM = 5
 """From this many repeats on, the best and worst run are dropped before averaging."""
@@ -45,6 +45,17 @@ def combine(records: list[RunRecord]) -> RunRecord:
     closest = min(measured, key=lambda pair: abs(pair[1] - figure))[0]
     return dataclasses.replace(
         closest, throughput_per_gpu=figure, throughput_total=figure * closest.world_size,
+        per_rank=per_rank_figures(closest, records),
         settings={**closest.settings, "repeats": {
             "n": len(records), "rule": rule, "runs": runs, "representative_run_id": closest.run_id,
             "spread_rel": (max(values) - min(values)) / figure}})
+
+
+def per_rank_figures(closest: RunRecord, records: list[RunRecord]) -> tuple[RankStats, ...]:
+    """The representative run's ranks, each rank's rate the same rule's figure over its repeats (a
+    GPU is judged on its own rate as the case is on its throughput); unchanged when a run lacks them."""
+    rates = [[rank.throughput for rank in record.per_rank if rank.throughput is not None] for record in records]
+    if any(len(run) != len(closest.per_rank) for run in rates):
+        return closest.per_rank
+    return tuple(dataclasses.replace(rank, throughput=repeat_estimate([run[i] for run in rates])[0])
+                 for i, rank in enumerate(closest.per_rank))

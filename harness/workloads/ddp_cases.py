@@ -214,7 +214,8 @@ class CaseRun:
         group = self.group
         loss_finite = bool(torch.isfinite(self.loss_sum).item())
         final_loss = float(self.loss_sum.item()) / len(window.step_times_ms) if loss_finite else float("nan")
-        self.rank.phase.write("gather", expected_s=1.0)
+        # Independent ranks finish their windows apart (a fast GPU first): one may wait here for the slowest.
+        self.rank.phase.write("gather", expected_s=1.0 + (self.case.measure_seconds if self.case.independent else 0.0))
         mine = {
             "rank": self.rank.rank, "local_rank": self.rank.local_rank, "host": group.host,
             "gpu_index": group.gpu_index, "gpu_uuid": group.gpu_uuid, "device_name": group.device_name,
