@@ -288,6 +288,7 @@ def test_the_report_shows_each_gpus_rate_and_fraction_of_the_median(tmp_path):
                      r".*?</article>", html, re.S).group(0)
     assert "Per GPU (4): each trained its own model at once" in case
     assert "<th>of median</th>" in case
+    assert "the median of 4 GPUs each training alone at once" in case
     assert re.search(r'class="slow"[^>]*><td>1 \(slowest\)</td>.*?<td>4,410</td><td>0.951</td>', case, re.S)
 
 

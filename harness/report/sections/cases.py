@@ -59,8 +59,11 @@ def _throughput_facts(record: dict, unit: str, device: str) -> list[tuple[str, s
         # than their CIs (docs/measurements.md), so the line says it is within-window noise.
         ci_text = (f" (95 % CI ±{ci * 100:.2f} % from {as_text(record.get('ci_blocks'), '?')} batch means: "
                    "the noise within this window, not between runs)" if ci is not None else "")
-        facts.append((f"Throughput per {device_word(device)}", f"{fmt_rate(per_gpu)} {unit}/s{ci_text}"))
-    if total is not None:
+        runs = len(as_list(record.get("per_rank")))
+        median = (f", the median of {runs} {device_word(device, runs)} each training alone at once"
+                  if record.get("independent") is True and runs > 1 else "")
+        facts.append((f"Throughput per {device_word(device)}", f"{fmt_rate(per_gpu)} {unit}/s{median}{ci_text}"))
+    if total is not None and record.get("independent") is not True:
         world = as_int(record.get("world_size")) or 0
         facts.append(("Throughput total", f"{fmt_rate(total)} {unit}/s over {as_text(record.get('world_size'))} "
                                           f"{device_word(device, world)}, global batch "
