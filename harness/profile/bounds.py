@@ -158,6 +158,16 @@ class MeasuredStack(_JsonForm):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class NodeShape(_JsonForm):
+    """How many GPUs a node of this kind has: what the node-shape check holds a node to (harness/node/shape.py)."""
+
+    gpus_per_node: tuple[int, ...]
+    """The GPU counts nodes of this kind come with, ascending (an HGX board: 8; cloud VMs: also 1, 2, 4)."""
+    source: str
+    """The published figure the shapes come from."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Profile:
     """One validated threshold file."""
 
@@ -188,6 +198,8 @@ class Profile:
     soak: SoakBounds | None = None
     stack: MeasuredStack | None = None
     """What the bounds were measured on; None: not recorded."""
+    node: NodeShape | None = None
+    """None: the profile states no node shape; the node's own GPU count is expected."""
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
 

@@ -25,6 +25,7 @@ from harness.profile.bounds import (
     HardwareMatch,
     InterconnectBounds,
     MeasuredStack,
+    NodeShape,
     Profile,
     RunSettings,
     SoakBounds,
@@ -88,7 +89,12 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         topology=TopologyBounds(**checked["topology"]) if "topology" in checked else None,
         soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
+        node=_node_shape(checked["node"]) if "node" in checked else None,
     )
+
+
+def _node_shape(node: Mapping[str, Any]) -> NodeShape:
+    return NodeShape(gpus_per_node=tuple(sorted(node["gpus_per_node"])), source=node["source"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ def check_relations(raw: Mapping[str, Any], checked: Mapping[str, Any], stem: st
     _check_matrix_cases(raw, checked, report)
     _check_strong_scaling(checked, report)
     _check_run(raw, checked, report)
+    _check_node(raw, checked, report)
 
 
 def _table_at(raw: Mapping[str, Any], *keys: str) -> Mapping[str, Any] | None:
@@ -157,3 +158,11 @@ def _check_run(raw: Mapping[str, Any], checked: Mapping[str, Any], report: Probl
 
 
 _RUN_TIMES = ("warmup_seconds", "measure_seconds", "timeout_seconds", "ci_target", "max_measure_seconds")
+
+
+def _check_node(raw: Mapping[str, Any], checked: Mapping[str, Any], report: ProblemReport) -> None:
+    """A cpu profile has CPU ranks, not GPUs per node: a [node] there would mean nothing."""
+    raw_node = _table_at(raw, "node")
+    if checked.get("hardware", {}).get("device") == "cpu" and raw_node:
+        report.add(("node", "gpus_per_node"), "a cpu profile has no GPUs per node; leave [node] out (state "
+                   "--expect-gpus N to require N CPU ranks)", raw_node.get("gpus_per_node", ""))

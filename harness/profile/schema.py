@@ -386,6 +386,14 @@ SOAK_FIELDS = (
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
+NODE_FIELDS = (
+    Field(key="gpus_per_node", kind=GPU_COUNT_ARRAY, required=True, rule=_at_least(1, " (GPUs)"),
+          doc="the GPU counts a node of this kind has, e.g. [8] for an HGX board; several shapes where cloud "
+              "VMs hold part of one, e.g. [1, 2, 4, 8]"),
+    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY,
+          doc="where the shapes come from: a published figure (docs/references.md), not a measurement"),
+)
+
 TOP_LEVEL_FIELDS = (
     Field(key="schema_version", kind=INTEGER, required=True, rule=_one_of((SCHEMA_VERSION,)),
           doc=f"the file format version, {SCHEMA_VERSION}"),
@@ -398,6 +406,7 @@ TOP_LEVEL_FIELDS = (
     Field(key="topology", kind=TABLE, fields=TOPOLOGY_FIELDS, doc="[topology]: expected GPU wiring"),
     Field(key="soak", kind=TABLE, fields=SOAK_FIELDS, doc="[soak]: long-run bounds"),
     Field(key="stack", kind=TABLE, fields=STACK_FIELDS, doc="[stack]: the software the bounds were measured on"),
+    Field(key="node", kind=TABLE, fields=NODE_FIELDS, doc="[node]: the GPUs a node of this kind has"),
 )
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
@@ -411,6 +420,7 @@ SECTIONS: dict[str, tuple[Field, ...]] = {
     "[topology]": TOPOLOGY_FIELDS,
     "[soak]": SOAK_FIELDS,
     "[stack]": STACK_FIELDS,
+    "[node]": NODE_FIELDS,
 }
 """Every table of the schema, by how the README and error messages name it."""
 
