@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Literal, Sequence
 
@@ -60,6 +61,12 @@ class Hardware:
     nvml_gpu_count: int | None = None
     """GPUs NVML sees on the node, visible or not (``None``: NVML unusable), so a report can say
     "4 of 8 GPUs" when a scheduler hands out part of a node."""
+    hidden_gpus: tuple[GpuInfo, ...] = ()
+    """GPUs NVML sees that ``CUDA_VISIBLE_DEVICES`` leaves out, so the node-shape check can name them
+    (read best effort: one NVML cannot read is only counted in ``nvml_gpu_count``)."""
+    torch_cuda_problem: str | None = None
+    """Why torch's CUDA cannot use the GPUs NVML sees (a CPU-only torch, a driver older than torch's
+    CUDA, CUDA failing to initialise), with what to do; None: none found, or torch was not asked."""
 
     def __post_init__(self) -> None:
         if self.device not in ("cuda", "cpu"):
@@ -87,6 +94,7 @@ class Hardware:
         """JSON-able form for the report, with the derived ``gpu_count`` and ``gpu_name``."""
         data = asdict(self)
         data["gpus"] = [dict(gpu) for gpu in data["gpus"]]
+        data["hidden_gpus"] = [dict(gpu) for gpu in data["hidden_gpus"]]
         data["gpu_count"] = self.gpu_count
         data["gpu_name"] = self.gpu_name
         return data
@@ -96,12 +104,16 @@ class Hardware:
 # Detection (the I/O edge)
 
 
-def detect(nvml: Any = None) -> Hardware:
+def detect(nvml: Any = None, torch_cuda: Callable[[], TorchCuda] | None = None) -> Hardware:
     """Describe this node. ``nvml`` is the ``pynvml`` module by default; tests pass a fake.
 
     NVML missing, failing to initialise, or seeing no GPU gives a ``cpu`` Hardware with the reason
-    recorded. Raises HardwareError when NVML works but cannot read a visible GPU (a lost GPU is a
-    finding, not a reason to fall back to CPU) or when ``CUDA_VISIBLE_DEVICES`` names MIG instances.
+    recorded; so does torch's CUDA failing to use the GPUs NVML sees (``torch_cuda``: what torch sees,
+    read from torch by default when ``nvml`` is the real module; a fake NVML describes a node the real
+    torch cannot see, so with one torch is asked only when ``torch_cuda`` is given). Whether such a
+    node may run on CPU is session start's question (harness/node/presence.py). Raises HardwareError
+    when NVML works but cannot read a visible GPU (a lost GPU is a finding, not a reason to fall back
+    to CPU), when torch counts other GPUs than NVML, or when ``CUDA_VISIBLE_DEVICES`` names MIG instances.
     """
     # Late: the launcher side (plugin, profiles, reports) must import without torch; only
     # detection reads torch's build facts.
@@ -116,6 +128,7 @@ def detect(nvml: Any = None) -> Hardware:
         cuda_visible_devices=cuda_visible_devices,
     )
     if nvml is None:
+        torch_cuda = torch_cuda or read_torch_cuda
         try:
             nvml = installed_pynvml()
         except ImportError as err:
@@ -128,12 +141,15 @@ def detect(nvml: Any = None) -> Hardware:
         return _cpu_hardware(f"nvmlInit failed: {err}", driver_version=None,
                              cuda_driver_version=None, **common)
     try:
-        return _detect_with_nvml(nvml, cuda_visible_devices, common)
+        hw = _detect_with_nvml(nvml, cuda_visible_devices, common)
     finally:
         try:
             nvml.nvmlShutdown()
         except nvml.NVMLError:
             pass  # Detection is complete; a failed shutdown leaves nothing for us to undo.
+    if hw.device == "cpu" or torch_cuda is None:
+        return hw
+    return check_torch_cuda(hw, torch_cuda())
 
 
 def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[str, Any]) -> Hardware:
@@ -156,6 +172,8 @@ def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[
             f"{cuda_visible_devices}: {err}"
         ) from err
     gpus = tuple(_read_gpu(nvml, index) for index in visible)
+    hidden = tuple(gpu for index in range(nvml_gpu_count) if index not in visible
+                   and (gpu := _read_hidden_gpu(nvml, index)) is not None)
     if not gpus:
         if nvml_gpu_count == 0:
             reason = "NVML works but sees no GPU on this node"
@@ -166,7 +184,7 @@ def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[
                 "hides them all)"
             )
         return _cpu_hardware(reason, driver_version=driver_version, cuda_driver_version=cuda_driver_version,
-                             nvml_gpu_count=nvml_gpu_count, **common)
+                             nvml_gpu_count=nvml_gpu_count, hidden_gpus=hidden, **common)
     return Hardware(
         device="cuda",
         gpus=gpus,
@@ -174,6 +192,7 @@ def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[
         cuda_driver_version=cuda_driver_version,
         nvml_unavailable_reason=None,
         nvml_gpu_count=nvml_gpu_count,
+        hidden_gpus=hidden,
         **common,
     )
 
@@ -196,6 +215,13 @@ def _read_gpu(nvml: Any, index: int) -> GpuInfo:
         ) from err
 
 
+def _read_hidden_gpu(nvml: Any, index: int) -> GpuInfo | None:
+    try:
+        return _read_gpu(nvml, index)
+    except HardwareError:
+        return None  # a GPU the run will not use does not stop detection; the shape check counts it
+
+
 def _optional_nvml(nvml: Any, query: Callable[[], str]) -> str | None:
     try:
         return query()
@@ -205,6 +231,78 @@ def _optional_nvml(nvml: Any, query: Callable[[], str]) -> str | None:
 
 def _cpu_hardware(reason: str, **fields: Any) -> Hardware:
     return Hardware(device="cpu", gpus=(), nvml_unavailable_reason=reason, **fields)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchCuda:
+    """What torch's CUDA sees in this process: the launches' ranks will see the same."""
+
+    available: bool
+    """``torch.cuda.is_available()``."""
+    device_count: int
+    """``torch.cuda.device_count()`` where available, else 0."""
+    warning: str | None = None
+    """What torch warned while initialising CUDA (e.g. "The NVIDIA driver on your system is too old")."""
+
+
+def read_torch_cuda() -> TorchCuda:
+    """Ask torch. ``is_available`` initialises the CUDA driver API (cuInit) but makes no context on any
+    GPU, so this process holds no GPU memory and shows in no GPU's process list."""
+    import torch  # late, as in detect()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = bool(torch.cuda.is_available())
+        count = int(torch.cuda.device_count()) if available else 0
+    warning = " ".join(str(item.message).strip() for item in caught) or None
+    return TorchCuda(available=available, device_count=count, warning=warning)
+
+
+def check_torch_cuda(hw: Hardware, torch_cuda: TorchCuda) -> Hardware:
+    """``hw`` as NVML saw it, unless torch cannot use those GPUs: then a ``cpu`` Hardware saying why
+    (session start refuses it, harness/node/presence.py); HardwareError when torch counts other GPUs."""
+    problem = _torch_cuda_problem(hw, torch_cuda)
+    if problem is not None:
+        facts = {name: getattr(hw, name) for name in ("hostname", "driver_version", "cuda_driver_version",
+                                                      "cuda_runtime_version", "nccl_version", "torch_version",
+                                                      "cuda_visible_devices", "nvml_gpu_count")}
+        return _cpu_hardware(problem, torch_cuda_problem=problem, hidden_gpus=hw.hidden_gpus + hw.gpus, **facts)
+    if torch_cuda.device_count != hw.gpu_count:
+        raise HardwareError(
+            f"torch sees {torch_cuda.device_count} CUDA device(s) but NVML sees {hw.gpu_count} visible GPU(s) "
+            f"({', '.join(f'{gpu.index}: {gpu.uuid}' for gpu in hw.gpus)}; CUDA_VISIBLE_DEVICES="
+            f"{hw.cuda_visible_devices if hw.cuda_visible_devices is not None else 'unset'}): a GPU CUDA cannot "
+            "initialise would leave ranks without a device. Run `nvidia-smi -q` and look for Xid errors in "
+            "`dmesg`; the benchmarks were not started.")
+    return hw
+
+
+def _torch_cuda_problem(hw: Hardware, torch_cuda: TorchCuda) -> str | None:
+    if hw.cuda_runtime_version is None:
+        return (f"torch {hw.torch_version} is a CPU-only build (torch.version.cuda is None); install a CUDA build "
+                f"of torch for the driver's CUDA {hw.cuda_driver_version or ''} (https://pytorch.org/get-started/"
+                "locally/)")
+    if torch_cuda.available:
+        return None
+    said = f" (torch said: {torch_cuda.warning})" if torch_cuda.warning else ""
+    if _version_tuple(hw.cuda_driver_version) < _version_tuple(hw.cuda_runtime_version):
+        return (f"the driver {hw.driver_version} supports CUDA up to {hw.cuda_driver_version}, older than the CUDA "
+                f"{hw.cuda_runtime_version} torch {hw.torch_version} was built with{said}; update the NVIDIA driver, "
+                f"or install a torch build for CUDA {hw.cuda_driver_version} or older "
+                "(https://pytorch.org/get-started/locally/)")
+    return (f"torch sees no CUDA device although NVML sees {hw.gpu_count} GPU(s){said}; check that "
+            "`python -c \"import torch; print(torch.cuda.is_available())\"` prints True here")
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...]:
+    """``"12.8"`` -> (12, 8); unknown -> above every real version, so an unknown driver CUDA is never
+    claimed to be the older one."""
+    if text is None:
+        return (10**6,)
+    try:
+        return tuple(int(part) for part in text.split("."))
+    except ValueError:
+        return (10**6,)
 
 
 def visible_nvml_indices(
