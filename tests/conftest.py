@@ -16,6 +16,15 @@ from harness.launch.spec import BenchmarkSpec, LaunchSettings
 
 LAUNCH_FIELDS = {f.name for f in dataclasses.fields(LaunchSettings)}
 
+
+@pytest.fixture(autouse=True)
+def no_nvidia_hardware(monkeypatch, tmp_path_factory):
+    """Sessions started by tests see a machine without NVIDIA hardware, even on a GPU host: a CPU
+    session there would otherwise be refused (no silent CPU fallback, harness/node/presence.py).
+    Tests of presence pass their own root and ``which``."""
+    monkeypatch.setattr("harness.node.presence.SYSTEM_ROOT", tmp_path_factory.mktemp("no-nvidia"))
+    monkeypatch.setattr("harness.node.presence.SYSTEM_WHICH", lambda name: None)
+
 # Short enough that one launch takes seconds on a 2-core host, long enough to reach every phase.
 FAST_RUN = {
     "model": "tiny_bert",

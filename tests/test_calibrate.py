@@ -379,7 +379,7 @@ def test_calibrated_cpu_profile_passes_the_acceptance_suite(tmp_path, capsys, mo
          "--hardware", "cpu-calibrated", f"--harness-report-dir={reports_dir}", "-q"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert accepted.returncode == 0, accepted.stdout[-4000:] + accepted.stderr[-2000:]
-    assert "2 passed" in accepted.stdout
+    assert "3 passed" in accepted.stdout  # test_node_shape and the two weak-scaling cases
 
     # The calibration's records and the acceptance run side by side.
     # The session's run directory (reports/ also holds the fleet's history store, history.sqlite.d/).

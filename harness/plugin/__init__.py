@@ -105,6 +105,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("allreduce_gpus", not_acceptance if session is None else allreduce_params(session.ctx))
 
 
+NODE_SHAPE_TEST = "test_node_shape"
+"""acceptance/test_node.py's test: run before any benchmark, whatever the file order."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The node-shape test first: a missing GPU is the first thing a sign-off says (a stable sort)."""
+    if config.stash.get(SESSION_KEY, None) is not None:
+        items.sort(key=lambda item: getattr(item, "originalname", item.name) != NODE_SHAPE_TEST)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Remember which scaling cases will run, so a launch can take the others of its GPU count along."""
     harness_session = session.config.stash.get(SESSION_KEY, None)

@@ -13,6 +13,7 @@ from typing import Literal
 from harness.cases import CaseId
 from harness.launch.slurm import SlurmAllocation
 from harness.node.hardware import Hardware
+from harness.node.presence import NvidiaPresence
 from harness.node.processes import GpuProcess, gpu_processes
 from harness.plugin.options import HarnessOptions
 from harness.profile.bounds import Profile
@@ -35,6 +36,15 @@ class SessionContext:
     """UTC, ISO 8601, to the second."""
     native_bf16: str | None = None
     """The /proc/cpuinfo flag that gives this CPU native bf16 (harness/node/cpu_features.py); None: emulated."""
+    expected_gpus: int | None = None
+    """The GPUs a node of this shape has (CPU ranks on the cpu profile, when stated): --expect-gpus, else
+    the Slurm allocation's, else the profile's node shape (harness/node/shape.py). None: available."""
+    expected_gpus_source: str | None = None
+    """Where ``expected_gpus`` came from, as the node-shape check's source says it."""
+    expected_gpus_stated: bool = False
+    """``expected_gpus`` was stated (--expect-gpus, Slurm): the node under test may be part of one."""
+    nvidia_presence: NvidiaPresence | None = None
+    """What the machine shows of NVIDIA GPUs without the driver (device files, PCI, nvidia-smi)."""
 
     @property
     def device(self) -> Literal["cuda", "cpu"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cases import CaseId
+from harness.plugin.node_shape import node_shape_result
 from harness.plugin.options import HarnessOptions
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.session import HarnessSession
@@ -43,6 +44,9 @@ class HarnessTest:
 
     def run_soak(self) -> CheckedResult:
         return self._keep(self.session.soak.run_soak())
+
+    def check_node_shape(self) -> CheckedResult:
+        return self._keep(node_shape_result(self.session.ctx))
 
     def _keep(self, result):
         self.item.stash[RESULT_KEY] = result

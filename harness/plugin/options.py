@@ -43,6 +43,9 @@ class HarnessOptions:
     """GPU counts (per node, on multi-node cases); None: the profile's."""
     nodes: tuple[int, ...] | None = None
     """Node counts of multi-node cases; None: the whole Slurm allocation."""
+    expect_gpus: int | None = None
+    """GPUs this node (or the part of it under test) must have usable; None: the Slurm allocation's,
+    else the profile's node shape (harness/node/shape.py)."""
     report_dir: Path = Path("reports")
     """Where ``<run-id>/`` is made."""
     warmup_seconds: float | None = None
@@ -113,6 +116,10 @@ def add_options(parser: pytest.Parser) -> None:
     _add(group, "nodes", "--nodes", action="append", metavar="N[,N...]",
          help="multi-node cases on these node counts (default: every node of the Slurm allocation, "
               "when it has more than one; GPU counts are then per node)")
+    _add(group, "expect-gpus", "--expect-gpus", type=int, metavar="N",
+         help="the node (or the part of it under test) has N usable GPUs; fewer fails test_node_shape "
+              "(default: the Slurm allocation's GPUs on this node, else the profile's [node] shape that holds "
+              "the GPUs NVML and the PCI bus show; CPU ranks on the cpu profile)")
     _add(group, "report-dir", default="reports", metavar="DIR",
          help="where reports/<run-id>/ is made (default: ./reports)")
     _add(group, "warmup-seconds", type=float, metavar="S", help="override the profile's minimum warmup seconds")
@@ -186,6 +193,7 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         hardware=get("hardware"), thresholds_dir=Path(thresholds_dir) if thresholds_dir else None,
         models=_names("models", get("models")), precisions=_names("precisions", get("precisions")),
         gpus=_counts("--gpus", get("gpus"), "--gpus 1,2,4"), nodes=_counts("--nodes", get("nodes"), "--nodes 2,4"),
+        expect_gpus=_expect_gpus(get("expect_gpus")),
         report_dir=Path(get("report_dir")),
         warmup_seconds=_seconds("--harness-warmup-seconds", get("warmup_seconds")),
         measure_seconds=_seconds("--harness-measure-seconds", get("measure_seconds")),
@@ -249,6 +257,13 @@ def _ci_target(value: float | None) -> float | None:
 def _repeats(value: int) -> int:
     if value < 1:
         raise pytest.UsageError(f"--repeats {value}: expected a count >= 1, e.g. --repeats 3")
+    return value
+
+
+def _expect_gpus(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise pytest.UsageError(f"--expect-gpus {value}: expected the number of GPUs the node has, >= 1, e.g. "
+                                "--expect-gpus 8")
     return value
 
 

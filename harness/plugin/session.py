@@ -2,9 +2,11 @@
 ``config.stash``, and asked by each test to run and judge its case.
 
 Starting checks everything a benchmark hour could otherwise lose: the host name resolves (torchrun's
-rendezvous needs it), every threshold file is valid, a profile matches the hardware, the Slurm
-allocation is readable and has the nodes asked for, the report directory is writable, and no
-foreign process holds a GPU.
+rendezvous needs it), every threshold file is valid, a profile matches the hardware, NVIDIA hardware
+that is present is also usable (never a silent fall back to the cpu profile), the Slurm allocation
+is readable and has the nodes asked for, the report directory is writable, and no foreign process
+holds a GPU. It also settles how many GPUs the node must have (harness/node/shape.py), which
+acceptance/test_node.py checks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from harness.cases import CaseId
 from harness.checks import verdict
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
 from harness.node.cpu_features import native_bf16_flag
-from harness.node.hardware import HardwareError, detect
+from harness.node import presence as node_presence
+from harness.node.hardware import Hardware, HardwareError, detect
+from harness.node.shape import expected_gpus
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.interconnect import InterconnectRuns
@@ -104,11 +108,13 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
         profiles = load_profiles(options.thresholds_dir or default_thresholds_dir())
     except ThresholdError as exc:
         raise pytest.UsageError(f"threshold files are invalid; no benchmark was started:\n{exc}") from None
-    hardware = detect()
     try:
+        hardware = detect()
         profile = select_profile(hardware, profiles, options.hardware)
     except HardwareError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(f"{exc}\nNo benchmark was started.") from None
+    presence = node_presence.find_nvidia_presence()
+    _refuse_unusable_gpus(hardware, presence, profile, options)
     allocation = _allocation(options)
     started = datetime.now()
     run_id = make_run_id(started, profile.name)
@@ -121,10 +127,35 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
         available = hardware.gpu_count
     else:
         available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    expected = expected_gpus(device=profile.hardware.device, stated=options.expect_gpus,
+                             slurm_gpus=allocation.gpus_per_node if allocation is not None else None,
+                             env=os.environ, hw=hardware, presence=presence,
+                             shapes=profile.node.gpus_per_node if profile.node is not None else None,
+                             profile_name=profile.name)
     ctx = SessionContext(options=options, profile=profile, hardware=hardware, available_gpus=available,
                          allocation=allocation, run_id=run_id, run_dir=run_dir, native_bf16=native_bf16_flag(),
-                         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         expected_gpus=expected.count if expected is not None else None,
+                         expected_gpus_source=expected.source if expected is not None else None,
+                         expected_gpus_stated=expected.stated if expected is not None else False,
+                         nvidia_presence=presence)
     return HarnessSession.start(config, ctx)
+
+
+def _refuse_unusable_gpus(hardware: Hardware, presence: node_presence.NvidiaPresence, profile: Profile,
+                          options: HarnessOptions) -> None:
+    """No silent CPU fallback: NVIDIA hardware that CUDA or NVML cannot use stops the session, once, with
+    the fix; the cpu profile runs where none is found, or when --hardware names it."""
+    if hardware.device == "cuda":
+        return
+    if profile.hardware.device == "cuda":  # --hardware named a GPU profile
+        found = node_presence.unusable_gpus_message(hardware, presence)
+        raise pytest.UsageError(found or f"--hardware {profile.name} is a GPU profile, but this node has no usable "
+                                f"GPU ({hardware.nvml_unavailable_reason}). No benchmark was started.")
+    if options.hardware is None:
+        message = node_presence.unusable_gpus_message(hardware, presence)
+        if message is not None:
+            raise pytest.UsageError(message)
 
 
 def _check_host_name_resolves() -> None:

@@ -1,0 +1,34 @@
+"""The node-shape test's result: the GPUs this node can use against the GPUs it must have.
+
+The expected count was settled at session start (``SessionContext.expected_gpus``, the rules in
+harness/node/shape.py); here it meets what detection found. Cases needing more GPUs than are usable
+are skipped as before; this result is what fails, naming what NVML sees and what is missing.
+"""
+
+from __future__ import annotations
+
+from harness.node.shape import ExpectedGpus, node_shape_checks
+from harness.plugin.context import SessionContext
+from harness.plugin.results import CheckedResult
+
+
+def node_shape_result(ctx: SessionContext) -> CheckedResult:
+    expected = None
+    if ctx.expected_gpus is not None:
+        expected = ExpectedGpus(count=ctx.expected_gpus, source=ctx.expected_gpus_source or "",
+                                stated=ctx.expected_gpus_stated)
+    shapes = ctx.profile.node.gpus_per_node if ctx.profile.node is not None else None
+    unit = "GPUs" if ctx.device == "cuda" else "ranks"
+    checks = node_shape_checks(expected, hw=ctx.hardware, presence=ctx.nvidia_presence, usable=ctx.available_gpus,
+                               shapes=shapes, profile_name=ctx.profile.name, unit=unit)
+    hw = ctx.hardware
+    data = {"expected_gpus": ctx.expected_gpus, "expected_gpus_source": ctx.expected_gpus_source,
+            "expected_gpus_stated": ctx.expected_gpus_stated, "usable": ctx.available_gpus,
+            "nvml_gpu_count": hw.nvml_gpu_count, "cuda_visible_devices": hw.cuda_visible_devices,
+            "gpus": [{"index": gpu.index, "uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id} for gpu in hw.gpus],
+            "hidden_gpus": [{"index": gpu.index, "uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id}
+                            for gpu in hw.hidden_gpus],
+            "nvidia_presence": ctx.nvidia_presence.to_dict() if ctx.nvidia_presence is not None else None}
+    context = f"{ctx.profile.name}, {hw.hostname}"
+    return CheckedResult(name="node shape", context=context, checks=checks,
+                         bounds=ctx.profile.node.to_dict() if ctx.profile.node is not None else None, data=data)
