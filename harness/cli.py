@@ -14,11 +14,29 @@ class UsageError(Exception):
     """A mistake on the command line: printed as one line, exit status 2."""
 
 
-def _gpu_present() -> bool:
-    # NVML, not torch.cuda: it answers without creating a CUDA context in this process.
-    from harness.node.hardware import detect
+def _run_device(asked: str | None) -> str:
+    """``--device``, else cuda where a GPU is usable and cpu where no NVIDIA hardware is: a node whose GPUs
+    CUDA or NVML cannot use stops here, once, with the fix (its ranks would each say only "torch sees no
+    CUDA device")."""
+    if asked == "cpu":
+        return "cpu"
+    # NVML, then torch.cuda.is_available (no CUDA context in this process): harness/node/hardware.py.
+    from harness.node.hardware import HardwareError, detect
+    from harness.node.presence import find_nvidia_presence, unusable_gpus_message
 
-    return detect().device == "cuda"
+    try:
+        hw = detect()
+    except HardwareError as exc:
+        raise UsageError(str(exc)) from None
+    if hw.device == "cuda":
+        return "cuda"
+    message = unusable_gpus_message(hw, find_nvidia_presence(), cpu_option="--device cpu")
+    if message is not None:
+        raise UsageError(message)
+    if asked == "cuda":
+        raise UsageError(f"--device cuda: this machine has no usable GPU ({hw.nvml_unavailable_reason}); "
+                         "run on a GPU node, or pass --device cpu for CPU ranks")
+    return "cpu"
 
 
 def _add_run(sub) -> None:
@@ -55,11 +73,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from harness.records import write_record
     from harness.workloads.plan import Device
 
-    device: Device = ns.device or ("cuda" if _gpu_present() else "cpu")
     if ns.scaling == "weak" and ns.batch_size is None:
         raise UsageError("weak scaling needs --batch-size (per GPU)")
     if ns.scaling == "strong" and ns.global_batch_size is None:
         raise UsageError("strong scaling needs --global-batch-size")
+    device: Device = "cuda" if _run_device(ns.device) == "cuda" else "cpu"
     try:
         spec = BenchmarkSpec(
             model=ns.model, precision=ns.precision, scaling=ns.scaling,
