@@ -16,7 +16,7 @@ from harness.node.presence import (
     nvidia_pci_gpus,
     unusable_gpus_message,
 )
-from support.fake_nvml import fake_nvml
+from support.fake_nvml import FakeNvml, fake_nvml
 from support.hardware import make_hardware
 
 H100_3D = ("0x10de", "0x030200")
@@ -240,3 +240,18 @@ def test_harness_run_device_cuda_without_any_gpu_is_a_usage_error(monkeypatch, t
                  "--output", str(tmp_path / "run.json")]) == 2
     assert "--device cuda: this machine has no usable GPU (nvmlInit failed" in capsys.readouterr().err
     assert no_launch == []
+
+
+def test_a_driver_holding_none_of_the_pci_gpus_points_at_dmesg() -> None:
+    hw = detect(FakeNvml(gpus=[]))
+    message = unusable_gpus_message(hw, ONE_GPU) or ""
+    assert "NVML works but sees no GPU on this node" in message
+    assert "holds none of the GPUs on the PCI bus (0000:00:06.0)" in message and "RmInitAdapter failed" in message
+
+
+def test_a_torch_problem_with_some_gpus_listed_is_not_blamed_on_cuda_visible_devices(monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    hw = detect(fake_nvml(2), torch_cuda=lambda: TorchCuda(available=False, device_count=0))
+    message = unusable_gpus_message(hw, ONE_GPU) or ""
+    assert "torch sees no CUDA device although NVML sees 2 GPU(s)" in message
+    assert "hides every one" not in message

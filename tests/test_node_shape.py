@@ -83,6 +83,7 @@ def test_without_a_node_section_the_nodes_own_count_is_expected(four_h200) -> No
 def test_the_cpu_profile_expects_only_what_is_stated(four_h200) -> None:
     hw = four_h200()
     assert expect(hw, pci(0), device="cpu") is None
+    assert expect(hw, pci(0), device="cpu", slurm=4, env={"SLURM_GPUS_ON_NODE": "4"}) is None
     assert expect(hw, pci(0), device="cpu", stated=2) == ExpectedGpus(count=2, source="--expect-gpus 2", stated=True)
 
 
@@ -108,7 +109,7 @@ def test_a_gpu_hidden_by_cuda_visible_devices_fails_naming_it(four_h200) -> None
     assert check.passed is False
     assert (check.measured, check.bound) == (3.0, 4.0)
     assert f"hidden by CUDA_VISIBLE_DEVICES='0,1,2': GPU 3 {UUIDS[3]} (PCI 00000000:1B:00.0)" in check.note
-    assert f"NVML sees GPU 0 {UUIDS[0]} (PCI 00000000:18:00.0)" in check.note
+    assert f"NVML sees 4 GPU(s); usable: GPU 0 {UUIDS[0]} (PCI 00000000:18:00.0), GPU 1" in check.note
     assert "state it with --expect-gpus N" in check.note
 
 
@@ -305,3 +306,16 @@ def test_a_stated_partial_node_passes(gpu_session, monkeypatch):
 
 def test_the_whole_node_passes(gpu_session):
     gpu_session("-k", "node_shape").assert_outcomes(passed=1)
+
+
+def test_a_slurm_job_given_no_gpus_is_told_how_to_ask_for_them(session, monkeypatch, tmp_path):
+    run, launcher, _ = session
+    nvidia_machine(monkeypatch, tmp_path / "machine")
+    for name, value in {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "vm", "SLURM_JOB_NUM_NODES": "1"}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS"):
+        monkeypatch.delenv(name, raising=False)
+    result = run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*- This Slurm job (77) was given no GPUs: submit it with --gpus-per-node=N*"])
+    assert launcher.calls == []

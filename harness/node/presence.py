@@ -118,13 +118,15 @@ def normal_bus_id(bus_id: str) -> str:
 # The message that stops a session on a node whose GPUs cannot be used
 
 
-def unusable_gpus_message(hw: Hardware, presence: NvidiaPresence, cpu_option: str = "--hardware cpu") -> str | None:
+def unusable_gpus_message(hw: Hardware, presence: NvidiaPresence, cpu_option: str = "--hardware cpu",
+                          more_fixes: tuple[str, ...] = ()) -> str | None:
     """Why this node, which shows NVIDIA hardware, gives no usable GPU, and how to fix it; None when
-    GPUs are usable or none is present. ``cpu_option`` is how the command asks for CPU ranks on purpose."""
+    GPUs are usable or none is present. ``cpu_option`` is how the command asks for CPU ranks on purpose;
+    ``more_fixes`` are causes the caller knows of (a Slurm job given no GPUs)."""
     if hw.device == "cuda" or not presence.found:
         return None
     lines = [f"NVIDIA hardware is present ({presence.describe()}), but no GPU can be used: "
-             f"{hw.nvml_unavailable_reason}.", *_fixes(hw, presence),
+             f"{hw.nvml_unavailable_reason}.", *_fixes(hw, presence), *(f"- {fix}" for fix in more_fixes),
              "No benchmark was started: a GPU node is never judged on CPU ranks. To run the harness self-check "
              f"on CPU ranks on purpose, pass {cpu_option}."]
     return "\n".join(lines)
@@ -133,7 +135,7 @@ def unusable_gpus_message(hw: Hardware, presence: NvidiaPresence, cpu_option: st
 def _fixes(hw: Hardware, presence: NvidiaPresence) -> list[str]:
     """What to do, for each cause the facts point to."""
     fixes = []
-    if hw.cuda_visible_devices is not None and hw.nvml_gpu_count:
+    if hw.torch_cuda_problem is None and hw.cuda_visible_devices is not None and hw.nvml_gpu_count:
         fixes.append(f"- CUDA_VISIBLE_DEVICES={hw.cuda_visible_devices!r} hides every one of the {hw.nvml_gpu_count} "
                      "GPUs NVML sees: unset it, or list the GPUs to test (e.g. CUDA_VISIBLE_DEVICES=0,1).")
     if hw.driver_version is None and not presence.device_files:
@@ -144,6 +146,10 @@ def _fixes(hw: Hardware, presence: NvidiaPresence) -> list[str]:
         fixes.append("- NVML cannot be used (the library that ships with the driver): in a container start it with "
                      "`docker run --gpus all` or `apptainer exec --nv` so the driver's libraries are mounted; on "
                      "the host check that `nvidia-smi` works and the nvidia kernel module is loaded.")
+    if hw.nvml_gpu_count == 0 and presence.pci_gpus:
+        fixes.append(f"- The driver runs but holds none of the GPUs on the PCI bus ({', '.join(presence.pci_gpus)}): "
+                     "look for `RmInitAdapter failed` or Xid errors in `dmesg`, and check that `lspci -k` shows the "
+                     "nvidia driver in use for them.")
     if not fixes and hw.torch_cuda_problem is None:
         fixes.append("- Run `nvidia-smi` and `python -c \"import torch; print(torch.cuda.is_available())\"` here: "
                      "both must see the GPUs.")

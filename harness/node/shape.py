@@ -11,7 +11,7 @@ The expected count, first rule that applies (docs/usage.md, "Node shape"):
    of 8-GPU nodes is an 8-GPU node missing one. Without a ``[node]`` section the count itself.
 
 GPUs that ``CUDA_VISIBLE_DEVICES`` hides are therefore missing unless a partial node was stated.
-On the cpu profile only a stated count is checked (against the CPU ranks this host can run);
+On the cpu profile only ``--expect-gpus`` is checked (against the CPU ranks this host can run);
 without one the check is not evaluated, saying why: a CPU session is a harness self-check.
 """
 
@@ -50,12 +50,12 @@ def expected_gpus(*, device: Literal["cuda", "cpu"], stated: int | None, slurm_g
     """The count the node-shape check holds the usable GPUs to; None: nothing to hold them to (cpu)."""
     if stated is not None:
         return ExpectedGpus(count=stated, source=f"--expect-gpus {stated}", stated=True)
+    if device == "cpu":
+        return None  # CPU ranks: only a stated count means anything (Slurm's GPUs are not ranks)
     if slurm_gpus:
         variable = next((name for name in SLURM_GPU_VARIABLES if env.get(name)), "the Slurm job")
         source = f"the Slurm allocation: {slurm_gpus} GPUs on this node ({variable}={env.get(variable)})"
         return ExpectedGpus(count=slurm_gpus, stated=True, source=source)
-    if device == "cpu":
-        return None
     node = node_gpu_count(hw, presence)
     seen = _seen_text(hw, presence)
     if not shapes:
@@ -108,8 +108,9 @@ def node_shape_checks(expected: ExpectedGpus | None, *, hw: Hardware, presence: 
 def missing_gpus_note(hw: Hardware, presence: NvidiaPresence | None, usable: int, expected: ExpectedGpus) -> str:
     """What NVML sees, and which GPUs are missing: hidden, lost by NVML (on the PCI bus only), or absent."""
     parts = [f"{usable} usable, {expected.count} expected ({expected.source})"]
-    parts.append(f"NVML sees {_gpu_list(hw.gpus)}" if hw.gpus else
-                 f"no GPU is usable ({hw.nvml_unavailable_reason})")
+    if hw.nvml_gpu_count is not None:
+        parts.append(f"NVML sees {hw.nvml_gpu_count} GPU(s)")
+    parts.append(f"usable: {_gpu_list(hw.gpus)}" if hw.gpus else f"no GPU is usable ({hw.nvml_unavailable_reason})")
     if hw.hidden_gpus:
         parts.append(f"hidden by CUDA_VISIBLE_DEVICES={hw.cuda_visible_devices!r}: {_gpu_list(hw.hidden_gpus)}")
     unread = (hw.nvml_gpu_count or 0) - len(hw.gpus) - len(hw.hidden_gpus)

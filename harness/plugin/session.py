@@ -114,8 +114,8 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
     except HardwareError as exc:
         raise pytest.UsageError(f"{exc}\nNo benchmark was started.") from None
     presence = node_presence.find_nvidia_presence()
-    _refuse_unusable_gpus(hardware, presence, profile, options)
     allocation = _allocation(options)
+    _refuse_unusable_gpus(hardware, presence, profile, options, allocation)
     started = datetime.now()
     run_id = make_run_id(started, profile.name)
     # Listing the cases (--collect-only) makes no run directory and leaves `latest` where it was.
@@ -143,19 +143,19 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
 
 
 def _refuse_unusable_gpus(hardware: Hardware, presence: node_presence.NvidiaPresence, profile: Profile,
-                          options: HarnessOptions) -> None:
+                          options: HarnessOptions, allocation: SlurmAllocation | None) -> None:
     """No silent CPU fallback: NVIDIA hardware that CUDA or NVML cannot use stops the session, once, with
     the fix; the cpu profile runs where none is found, or when --hardware names it."""
     if hardware.device == "cuda":
         return
+    slurm = ((f"This Slurm job ({allocation.job_id}) was given no GPUs: submit it with --gpus-per-node=N "
+              "(slurm/acceptance.sbatch).",) if allocation is not None and not allocation.gpus_per_node else ())
+    message = node_presence.unusable_gpus_message(hardware, presence, more_fixes=slurm)
     if profile.hardware.device == "cuda":  # --hardware named a GPU profile
-        found = node_presence.unusable_gpus_message(hardware, presence)
-        raise pytest.UsageError(found or f"--hardware {profile.name} is a GPU profile, but this node has no usable "
-                                f"GPU ({hardware.nvml_unavailable_reason}). No benchmark was started.")
-    if options.hardware is None:
-        message = node_presence.unusable_gpus_message(hardware, presence)
-        if message is not None:
-            raise pytest.UsageError(message)
+        raise pytest.UsageError(message or f"--hardware {profile.name} is a GPU profile, but this node has no "
+                                f"usable GPU ({hardware.nvml_unavailable_reason}). No benchmark was started.")
+    if options.hardware is None and message is not None:
+        raise pytest.UsageError(message)
 
 
 def _check_host_name_resolves() -> None:
