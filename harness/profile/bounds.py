@@ -154,6 +154,16 @@ class MeasuredStack(_JsonForm):
     """NCCL as torch reports it, e.g. ``2.28.9``."""
     driver: str | None = None
     """The NVIDIA driver, e.g. ``580.159.04``."""
+class GpuStateBounds(_JsonForm):
+    """What NVML must say of each GPU at session start and end (harness/checks/gpu_state.py)."""
+
+    require_ecc: bool
+    """ECC must be enabled; disabled fails the ``ecc_mode`` check."""
+    allow_unsupported: tuple[str, ...] = ()
+    """Check keys whose NVML query this GPU kind does not support (e.g. retired_pages on Hopper, which
+    remaps rows instead): NotSupported is then reported, not failed. Any other NotSupported fails."""
+    max_nvlink_error_growth: int | None = None
+    """Largest rise of one NVLink error counter of one link over the session; None: a rise is not evaluated."""
     source: str
 
 
@@ -188,6 +198,7 @@ class Profile:
     soak: SoakBounds | None = None
     stack: MeasuredStack | None = None
     """What the bounds were measured on; None: not recorded."""
+    gpu_state: GpuStateBounds | None = None
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
 

@@ -23,6 +23,7 @@ from harness.profile import rules
 from harness.profile.bounds import (
     CaseBounds,
     HardwareMatch,
+    GpuStateBounds,
     InterconnectBounds,
     MeasuredStack,
     Profile,
@@ -88,7 +89,14 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         topology=TopologyBounds(**checked["topology"]) if "topology" in checked else None,
         soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
+        gpu_state=_gpu_state_bounds(checked.get("gpu_state")),
     )
+
+
+def _gpu_state_bounds(table: Mapping[str, Any] | None) -> GpuStateBounds | None:
+    if table is None:
+        return None
+    return GpuStateBounds(**{**table, "allow_unsupported": tuple(table.get("allow_unsupported", ()))})
 
 
 # ---------------------------------------------------------------------------------------------
