@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pynvml
 import pytest
@@ -21,7 +22,9 @@ from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, fake_nvml
 from support.profiles import cpu_test_profile
 
 THRESHOLDS = Path(__file__).resolve().parents[1] / "thresholds"
-H100 = load_profile(THRESHOLDS / "h100-80gb.toml").gpu_state
+_H100 = load_profile(THRESHOLDS / "h100-80gb.toml").gpu_state
+assert _H100 is not None
+H100: GpuStateBounds = _H100
 STRICT = GpuStateBounds(require_ecc=True, source="test")
 
 
@@ -148,7 +151,7 @@ def test_a_failing_read_is_a_reading_not_a_crash_and_fails_its_check(monkeypatch
 def test_snapshots_without_nvml_say_why():
     states, why = read_gpu_states([SimpleNamespace(index=0, uuid=UUIDS[0])],
                                   fake_nvml(0).__class__([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
-    assert states == [] and "NVML is not available" in why
+    assert states == [] and why is not None and "NVML is not available" in why
 
 
 def test_every_shipped_gpu_profile_has_a_gpu_state_section():
@@ -171,7 +174,7 @@ def test_an_unknown_check_in_allow_unsupported_is_refused(tmp_path):
 # The plugin's runner and the ordering
 
 
-def _ctx(device: str = "cuda", gpus: int = 2):
+def _ctx(device: str = "cuda", gpus: int = 2) -> Any:
     hardware = SimpleNamespace(gpus=tuple(GpuInfo(index=i, name="NVIDIA H100 80GB HBM3", uuid=UUIDS[i],
                                                   memory_total_gib=79.6, pci_bus_id=f"0:{i}") for i in range(gpus)))
     profile = SimpleNamespace(name="h100-80gb", gpu_state=H100)
@@ -180,7 +183,7 @@ def _ctx(device: str = "cuda", gpus: int = 2):
 
 def test_the_runner_judges_each_gpu_start_against_end():
     nvml = fake_nvml(2, unsupported=set(HOPPER_VM_UNSUPPORTED))
-    runner = GpuStateRunner(ctx=_ctx())  # type: ignore[arg-type]
+    runner = GpuStateRunner(ctx=_ctx())
     runner.start(nvml)
     nvml.gpus[1].limit_mw = 450_000
     healthy, capped = runner.run_gpu_state(0, nvml=nvml), runner.run_gpu_state(1, nvml=nvml)
@@ -189,17 +192,18 @@ def test_the_runner_judges_each_gpu_start_against_end():
     assert [c.key for c in capped.failed] == ["power_limit"] and UUIDS[1] in capped.failure_message()
     assert capped.to_dict()["gpu_state"]["xid_watch"] == "ok"
     assert nvml.lifecycle.count("nvmlInit") == nvml.lifecycle.count("nvmlShutdown") == 3
-    assert runner.summary()["end"][1]["readings"]["enforced_power_limit_w"]["value"] == 450.0
+    summary = runner.summary()
+    assert summary is not None and summary["end"][1]["readings"]["enforced_power_limit_w"]["value"] == 450.0
 
 
 def test_on_cpu_the_test_is_skipped_with_the_reason_and_nothing_is_read():
     ctx = _ctx(device="cpu", gpus=0)
-    [param] = gpu_state_params(ctx)  # type: ignore[arg-type]
+    [param] = gpu_state_params(ctx)
     assert param.id == "no-gpu" and param.marks[0].kwargs["reason"] == NO_GPU_REASON == "no GPU on a CPU run"
-    runner = GpuStateRunner(ctx=ctx)  # type: ignore[arg-type]
+    runner = GpuStateRunner(ctx=ctx)
     runner.start(fake_nvml(0))
     assert runner.watcher is None and runner.summary() is None
-    assert [p.id for p in gpu_state_params(_ctx())] == ["gpu0", "gpu1"]  # type: ignore[arg-type]
+    assert [p.id for p in gpu_state_params(_ctx())] == ["gpu0", "gpu1"]
 
 
 def test_the_gpu_state_tests_run_after_every_benchmark():

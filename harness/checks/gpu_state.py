@@ -89,6 +89,14 @@ def _first_unread(pairs: Sequence[tuple[str, Reading]]) -> Reading | None:
     return next((reading for _, reading in pairs if reading.get("status") != "ok"), None)
 
 
+def _read_both(gpu: GpuStateInput, reading: str, key: str, name: str, what: str,
+               bounds: GpuStateBounds | None) -> tuple[list[tuple[str, Reading]], Check | None]:
+    """Both snapshots' readings of ``reading``, and the check to return instead where one has no value."""
+    pairs = _both(gpu, reading)
+    missing = _first_unread(pairs)
+    return pairs, unreadable(key, name, gpu, what, missing, bounds) if missing is not None else None
+
+
 def power_limit_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
     """The enforced power limit below the GPU's default limit is a capped GPU."""
     key, name = "power_limit", "enforced power limit at its default"
@@ -134,10 +142,9 @@ def clocks_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
 
 def ecc_mode_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
     key, name = "ecc_mode", "ECC enabled"
-    pairs = _both(gpu, "ecc_mode")
-    missing = _first_unread(pairs)
-    if missing is not None:
-        return unreadable(key, name, gpu, "the ECC mode", missing, bounds)
+    pairs, unread = _read_both(gpu, "ecc_mode", key, name, "the ECC mode", bounds)
+    if unread is not None:
+        return unread
     modes = [(when, value(r)) for when, r in pairs]
     words = {1: "on", 0: "off"}
     shown = "; ".join(f"{when}: current {words.get(m['current'], m['current'])}, pending "
@@ -154,10 +161,9 @@ def ecc_mode_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
 
 def retired_pages_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
     key, name = "retired_pages", "no page retirement pending"
-    pending = _both(gpu, "retired_pages_pending")
-    missing = _first_unread(pending)
-    if missing is not None:
-        return unreadable(key, name, gpu, "retired pages", missing, bounds)
+    pending, unread = _read_both(gpu, "retired_pages_pending", key, name, "retired pages", bounds)
+    if unread is not None:
+        return unread
     counts = ", ".join(f"{value(_readings(gpu.end, f'retired_pages_{c}'))} retired for {c.upper()}"
                        for c in ("dbe", "sbe"))
     waiting = [when for when, r in pending if int(value(r)) != 0]
@@ -169,10 +175,9 @@ def retired_pages_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Ch
 
 def remapped_rows_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
     key, name = "remapped_rows", "no row remapping pending or failed"
-    pairs = _both(gpu, "remapped_rows")
-    missing = _first_unread(pairs)
-    if missing is not None:
-        return unreadable(key, name, gpu, "remapped rows", missing, bounds)
+    pairs, unread = _read_both(gpu, "remapped_rows", key, name, "remapped rows", bounds)
+    if unread is not None:
+        return unread
     bad = []
     for when, reading in pairs:
         rows = value(reading)
@@ -188,10 +193,10 @@ def remapped_rows_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Ch
 
 def ecc_uncorrected_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
     key, name = "ecc_uncorrected", "no new uncorrectable ECC errors in the session"
-    pairs = _both(gpu, "ecc_uncorrected_aggregate")
-    missing = _first_unread(pairs)
-    if missing is not None:
-        return unreadable(key, name, gpu, "the aggregate uncorrectable ECC count", missing, bounds)
+    pairs, unread = _read_both(gpu, "ecc_uncorrected_aggregate", key, name,
+                               "the aggregate uncorrectable ECC count", bounds)
+    if unread is not None:
+        return unread
     start, end = (int(value(r)) for _, r in pairs)
     rise = end - start
     note = f"{gpu.label}: aggregate uncorrectable ECC errors {start} at session start, {end} at session end"
