@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,8 +19,11 @@ from harness.plugin.gpu_state import NO_GPU_REASON, GpuStateRunner, gpu_state_pa
 from harness.profile.bounds import GpuStateBounds
 from harness.profile.load import ThresholdError, load_profile
 from harness.profile.schema import GPU_STATE_KEYS
+from support.hardware import make_hardware
 from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, fake_nvml
 from support.profiles import cpu_test_profile
+
+pytest_plugins = ["pytester"]
 
 THRESHOLDS = Path(__file__).resolve().parents[1] / "thresholds"
 _H100 = load_profile(THRESHOLDS / "h100-80gb.toml").gpu_state
@@ -212,3 +216,58 @@ def test_the_gpu_state_tests_run_after_every_benchmark():
         ("test_gpu_state[gpu1]", ["harness", "gpu_state_gpu"]), ("test_allreduce", ["harness", "allreduce_gpus"]))]
     order_last(items)  # type: ignore[arg-type]
     assert [i.name for i in items] == ["test_weak[a]", "test_allreduce", "test_gpu_state[gpu0]", "test_gpu_state[gpu1]"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A whole acceptance session on a (fake) H100, through pytester
+
+
+GPU_STATE_TEST = (Path(__file__).resolve().parents[1] / "acceptance" / "test_gpu_state.py").read_text()
+
+
+@pytest.fixture
+def h100_session(pytester, monkeypatch, tmp_path):
+    """An acceptance session on one fake H100 (detection and NVML faked) with the shipped h100-80gb profile."""
+    hardware = make_hardware(("NVIDIA H100 80GB HBM3", 79.6))
+    nvml = fake_nvml(1, uuid=hardware.gpus[0].uuid, unsupported=set(HOPPER_VM_UNSUPPORTED))
+    monkeypatch.setattr("harness.plugin.session.detect", lambda: hardware)
+    monkeypatch.setattr("harness.node.gpu_state.installed_pynvml", lambda: nvml)
+    monkeypatch.setattr("harness.node.xid.installed_pynvml", lambda: nvml)
+    monkeypatch.setattr("harness.plugin.session.gpu_processes", lambda gpus: [])
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "h100-80gb.toml").write_text((THRESHOLDS / "h100-80gb.toml").read_text())
+    pytester.makeini("[pytest]\nharness_acceptance = true\n")
+    pytester.makepyfile(test_a_gpu_state=GPU_STATE_TEST, test_b_other="def test_other():\n    pass\n")
+
+    def run(*args):
+        return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-v", *args)
+
+    return run, nvml, pytester.path
+
+
+def _session_json(root: Path) -> dict:
+    [path] = list(root.rglob("session.json"))
+    return json.loads(path.read_text())
+
+
+def test_a_healthy_gpu_passes_its_state_test_after_every_other_test(h100_session):
+    run, nvml, root = h100_session
+    result = run()
+    result.assert_outcomes(passed=2)
+    lines = [line for line in result.outlines if "::test_" in line and ("PASSED" in line or "FAILED" in line)]
+    assert "test_other" in lines[0] and "test_gpu_state[gpu0]" in lines[1]
+    session = _session_json(root)
+    [(nodeid, state)] = [(k, v) for k, v in session["results"].items() if "test_gpu_state" in k]
+    assert nodeid.endswith("test_gpu_state[gpu0]")
+    assert [c["key"] for c in state["checks"]] == list(GPU_STATE_KEYS)
+    assert session["gpu_state"]["xid"]["status"] == {"GPU-0": "ok"}
+    assert nvml.lifecycle.count("nvmlInit") == nvml.lifecycle.count("nvmlShutdown")
+
+
+def test_a_capped_gpu_fails_its_state_test_naming_both_limits(h100_session):
+    run, nvml, _ = h100_session
+    nvml.gpus[0].limit_mw = 400_000
+    result = run()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*enforced power limit 400 W < default 700 W at session start*"])
