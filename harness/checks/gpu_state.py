@@ -20,7 +20,7 @@ from harness.checks.verdict import Check
 from harness.node.gpu_state import Reading, value
 from harness.profile.bounds import GpuStateBounds
 
-SOURCE_RULE = "harness rule (docs/verdicts.md): a healthy GPU runs at its default limits with nothing pending"
+SOURCE_RULE = "harness rule (docs/gpu_state.md): a healthy GPU runs at its default limits with nothing pending"
 APPLICATIONS_CLOCKS_REASON = "applications clocks setting"
 
 
