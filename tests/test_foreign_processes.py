@@ -89,11 +89,13 @@ def test_a_failing_case_lists_what_else_its_window_saw(tmp_path):
     summary = drive(nvml, tmp_path)
     runner = GpuStateRunner(ctx=SimpleNamespace(device="cuda"))  # type: ignore[arg-type]
     runner.watcher = SimpleNamespace(events_between=lambda start, end: [  # type: ignore[assignment]
-        XidEvent(time=start + 0.5, gpu_index=1, gpu_uuid=UUIDS[1], xid=79)])
+        XidEvent(time=start + 0.5, gpu_index=1, gpu_uuid=UUIDS[1], xid=79),
+        XidEvent(time=start + 0.5, gpu_index=3, gpu_uuid=UUIDS[3], xid=13)])  # not a GPU of this case
     seen = runner.seen_in_window(summary)
     assert any(line.startswith(f"GPU 0 ({UUIDS[0]}): foreign process pid {NOT_A_PID}") for line in seen)
     assert any("clock-event reasons: sw power cap in 10 of 10 samples" in line for line in seen)
     assert any(line.startswith("XID 79 (GPU has fallen off the bus) on GPU 1") for line in seen)
+    assert not any("XID 13" in line for line in seen)
     record = full_record(world_size=2, telemetry=summary)
     failed = telemetry_checks(summary, missing_note="n/a")
     result = CaseResult(case=SimpleNamespace(), record=record, checks=failed, baseline_run_id=None,  # type: ignore

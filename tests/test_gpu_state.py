@@ -12,7 +12,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from harness.checks.gpu_state import GpuStateInput, gpu_state_checks
+from harness.checks.gpu_state import GpuStateInput, clock_setting_windows, gpu_state_checks
 from harness.node.gpu_state import read_gpu_state, read_gpu_states
 from harness.node.hardware import GpuInfo
 from harness.plugin.gpu_state import NO_GPU_REASON, GpuStateRunner, gpu_state_params, order_last
@@ -82,10 +82,24 @@ def test_default_applications_clocks_below_max_are_healthy():
     assert judge(v100)["clocks"].passed is True
 
 
-def test_a_clock_setting_seen_under_load_fails_the_clocks_check():
-    window = "h100-80gb, resnet50 bf16, 1 GPU: 140 of 150 samples"
-    check = judge(h100_vm(), clock_setting_windows=[window])["clocks"]
-    assert check.passed is False and window in check.note and "applications clocks setting" in check.note
+def test_a_clock_setting_holding_the_gpu_below_its_default_under_load_fails_the_clocks_check():
+    where = "h100-80gb, resnet50 bf16, 1 GPU: 140 of 150 samples"
+    locked = judge(h100_vm(), clock_setting_windows=[{"where": where, "min_sm_clock_mhz": 1005.0}])["clocks"]
+    assert locked.passed is False and where in locked.note
+    assert '"applications clocks setting" held the SM clock at 1,005 MHz < default 1980 MHz' in locked.note
+    at_default = judge(h100_vm(), clock_setting_windows=[{"where": where, "min_sm_clock_mhz": 1980.0}])["clocks"]
+    assert at_default.passed is True
+
+
+def test_the_clock_setting_windows_come_from_the_case_telemetry():
+    track = {"uuid": UUIDS[0], "samples": 150, "clock_events": {"applications clocks setting": 140},
+             "reduced": {"sm_clock_mhz": 1005.0}}
+    other = {"uuid": UUIDS[1], "samples": 150, "clock_events": {"sw power cap": 150}, "reduced": {}}
+    result = SimpleNamespace(context="h100-80gb, resnet50 bf16, 2 GPUs",
+                             record=SimpleNamespace(telemetry={"status": "ok", "gpus": [track, other]}))
+    assert clock_setting_windows([result, SimpleNamespace(name="allreduce")], UUIDS[0]) == [
+        {"where": "h100-80gb, resnet50 bf16, 2 GPUs: 140 of 150 samples", "min_sm_clock_mhz": 1005.0}]
+    assert clock_setting_windows([result], UUIDS[1]) == []
 
 
 def test_ecc_off_fails_where_required_and_a_pending_change_is_noted():
@@ -195,6 +209,9 @@ def test_the_runner_judges_each_gpu_start_against_end():
     assert healthy.failed == [] and healthy.name == "gpu-state-gpu0"
     assert [c.key for c in capped.failed] == ["power_limit"] and UUIDS[1] in capped.failure_message()
     assert capped.to_dict()["gpu_state"]["xid_watch"] == "ok"
+    runner.watcher.failure = "waiting for XID events failed: Unknown Error"  # type: ignore[union-attr]
+    stopped = runner.run_gpu_state(0, nvml=nvml).checks[6]
+    assert stopped.key == "xid_events" and stopped.passed is False and "waiting for XID events failed" in stopped.note
     assert nvml.lifecycle.count("nvmlInit") == nvml.lifecycle.count("nvmlShutdown") == 3
     summary = runner.summary()
     assert summary is not None and summary["end"][1]["readings"]["enforced_power_limit_w"]["value"] == 450.0

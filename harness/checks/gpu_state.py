@@ -38,9 +38,9 @@ class GpuStateInput:
     """``XidEvent.to_dict()`` of this GPU's XIDs during the session."""
     xid_watch: str = "ok"
     """``ok``, or why the watcher did not watch this GPU (``unsupported: ...``, ``error: ...``)."""
-    clock_setting_windows: list[str] = field(default_factory=list)
-    """Case windows in which this GPU reported "applications clocks setting" (a clock setting held it
-    back under load: locked or lowered clocks), each as ``case: N of M samples``."""
+    clock_setting_windows: list[dict] = field(default_factory=list)
+    """Case windows in which this GPU reported "applications clocks setting": ``where`` (``case: N of M
+    samples``) and ``min_sm_clock_mhz`` (the window's lowest SM clock; None where unread)."""
 
     @property
     def label(self) -> str:
@@ -134,10 +134,19 @@ def clocks_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
         offset = value(reading)
         if offset is not None and int(offset) < 0:
             low.append(f"GPC clock offset {offset} MHz at {when}")
-    low += [f"\"{APPLICATIONS_CLOCKS_REASON}\" held the clocks under load in {w}" for w in gpu.clock_setting_windows]
+    low += _held_low(gpu, min(int(value(r)) for _, r in _both(gpu, "default_app_clock_sm_mhz")))
     if low:
         return _check(key, name, False, f"{gpu.label}: " + "; ".join(low), source=_source(bounds))
     return _check(key, name, True, f"{gpu.label}: applications/default " + ", ".join(shown), source=_source(bounds))
+
+
+def _held_low(gpu: GpuStateInput, default_sm_mhz: int) -> list[str]:
+    """Windows where a clock setting held the SM clock below its default applications clock: what
+    locked clocks (``nvidia-smi -lgc``) look like to NVML, which has no getter for them. A GPU running
+    at its default applications clock with the reason set (V100-style defaults below boost) is healthy."""
+    return [f"\"{APPLICATIONS_CLOCKS_REASON}\" held the SM clock at {w['min_sm_clock_mhz']:,.0f} MHz < default "
+            f"{default_sm_mhz} MHz under load in {w['where']}" for w in gpu.clock_setting_windows
+            if w.get("min_sm_clock_mhz") is not None and w["min_sm_clock_mhz"] < default_sm_mhz]
 
 
 def ecc_mode_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
@@ -277,9 +286,9 @@ def gpu_state_checks(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> list[
     return [check(gpu, bounds) for check in GPU_STATE_CHECKS]
 
 
-def clock_setting_windows(results: Sequence[Any], uuid: str) -> list[str]:
+def clock_setting_windows(results: Sequence[Any], uuid: str) -> list[dict]:
     """Case windows of this session in which ``uuid`` reported "applications clocks setting" (from each
-    result's ``record.telemetry``), each as ``<case>: N of M samples``."""
+    result's ``record.telemetry``): where (``<case>: N of M samples``) and the window's lowest SM clock."""
     seen = []
     for result in results:
         record = getattr(result, "record", None)
@@ -287,5 +296,6 @@ def clock_setting_windows(results: Sequence[Any], uuid: str) -> list[str]:
         for track in telemetry.get("gpus", []) if isinstance(telemetry, dict) else []:
             if track.get("uuid") == uuid and (track.get("clock_events") or {}).get(APPLICATIONS_CLOCKS_REASON):
                 count = track["clock_events"][APPLICATIONS_CLOCKS_REASON]
-                seen.append(f"{getattr(result, 'context', '?')}: {count} of {track.get('samples')} samples")
+                seen.append({"where": f"{getattr(result, 'context', '?')}: {count} of {track.get('samples')} samples",
+                             "min_sm_clock_mhz": (track.get("reduced") or {}).get("sm_clock_mhz")})
     return seen

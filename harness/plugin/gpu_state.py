@@ -77,7 +77,8 @@ class GpuStateRunner:
         end = self.end_snapshot(nvml).get(gpu.uuid)
         start = self.start_states.get(gpu.uuid)
         watcher = self.watcher
-        if watcher is None or watcher.failure and not watcher.status:
+        if watcher is None or watcher.failure:
+            # Also a watcher that stopped mid-session: what it did not see cannot pass.
             watch = f"error: {watcher.failure if watcher is not None else 'the XID watcher never started'}"
         else:
             watch = watcher.status.get(gpu.uuid, "error: the XID watcher did not register this GPU")
@@ -109,8 +110,9 @@ class GpuStateRunner:
             if shares:
                 lines.append(f"{name}: clock-event reasons: {', '.join(shares.values())}")
         if self.watcher is not None:
-            lines += [event.describe() for event in
-                      self.watcher.events_between(window.get("start"), window.get("end"))]
+            uuids = {gpu.get("uuid") for gpu in telemetry.get("gpus", [])}
+            lines += [event.describe() for event in self.watcher.events_between(window.get("start"), window.get("end"))
+                      if event.gpu_uuid in uuids]
         return lines
 
     def summary(self) -> dict | None:
