@@ -280,6 +280,8 @@ def test_a_healthy_gpu_passes_its_state_test_after_every_other_test(h100_session
     assert [c["key"] for c in state["checks"]] == list(GPU_STATE_KEYS)
     assert session["gpu_state"]["xid"]["status"] == {"GPU-0": "ok"}
     assert nvml.lifecycle.count("nvmlInit") == nvml.lifecycle.count("nvmlShutdown")
+    [report] = list(root.rglob("report.html"))
+    assert "test_gpu_state[gpu0]" in report.read_text() or "gpu-state-gpu0" in report.read_text()
 
 
 def test_a_capped_gpu_fails_its_state_test_naming_both_limits(h100_session):

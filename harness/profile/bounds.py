@@ -154,6 +154,10 @@ class MeasuredStack(_JsonForm):
     """NCCL as torch reports it, e.g. ``2.28.9``."""
     driver: str | None = None
     """The NVIDIA driver, e.g. ``580.159.04``."""
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GpuStateBounds(_JsonForm):
     """What NVML must say of each GPU at session start and end (harness/checks/gpu_state.py)."""
 
