@@ -173,13 +173,17 @@ def retired_pages_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Ch
     pending, unread = _read_both(gpu, "retired_pages_pending", key, name, "retired pages", bounds)
     if unread is not None:
         return unread
-    counts = ", ".join(f"{value(_readings(gpu.end, f'retired_pages_{c}'))} retired for {c.upper()}"
+    counts = ", ".join(f"{_shown(value(_readings(gpu.end, f'retired_pages_{c}')))} retired for {c.upper()}"
                        for c in ("dbe", "sbe"))
     waiting = [when for when, r in pending if int(value(r)) != 0]
     if waiting:
         return _check(key, name, False, f"{gpu.label}: page retirement pending at {', '.join(waiting)} (a GPU "
                       f"reset retires them; {counts})", source=_source(bounds))
     return _check(key, name, True, f"{gpu.label}: {counts}", source=_source(bounds))
+
+
+def _shown(count: Any) -> str:
+    return "?" if count is None else str(count)
 
 
 def remapped_rows_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:

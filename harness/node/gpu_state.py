@@ -38,8 +38,10 @@ def read(query: Callable[[], Any], nvml: Any) -> Reading:
         return {"status": "ok", "value": query()}
     except nvml.NVMLError as err:
         return {"status": "unsupported" if is_unsupported(nvml, err) else "error", "why": str(err)}
-    except (AttributeError, TypeError) as err:  # an nvidia-ml-py without this function, or a changed signature
-        return {"status": "unsupported", "why": f"pynvml cannot ask this: {err}"}
+    except AttributeError as err:  # an nvidia-ml-py too old to have this function
+        return {"status": "unsupported", "why": f"this pynvml cannot ask it: {err}"}
+    except (TypeError, ValueError) as err:  # an answer of an unexpected shape: a failed read, never "allowed"
+        return {"status": "error", "why": f"{type(err).__name__}: {err}"}
 
 
 def value(reading: Reading | None) -> Any:

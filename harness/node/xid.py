@@ -84,7 +84,8 @@ class XidWatcher:
         self.wait_ms = wait_ms
         self._nvml = nvml
         self._event_set: Any = None
-        self._by_handle: dict[Any, Any] = {}
+        self._by_uuid: dict[str, Any] = {}
+        """The GPUs registered, by UUID: an event's handle is a new ctypes object, equal to none we hold."""
         self.status: dict[str, str] = {}
         self.failure: str | None = None
         """Why nothing was watched at all (no NVML); None when the watcher ran."""
@@ -123,11 +124,11 @@ class XidWatcher:
             nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, self._event_set)
         except nv.NVMLError as err:
             return f"{'unsupported' if is_unsupported(nv, err) else 'error'}: {err}"
-        self._by_handle[handle] = gpu
+        self._by_uuid[gpu.uuid] = gpu
         return "ok"
 
     def start(self) -> XidWatcher:
-        if self.open() and self._by_handle:
+        if self.open() and self._by_uuid:
             self._thread = threading.Thread(target=self._run, name="harness-xid", daemon=True)
             self._thread.start()
         return self
@@ -146,8 +147,8 @@ class XidWatcher:
                 self.failure = f"waiting for XID events failed: {err}"
                 self._stop.set()
             return None
-        gpu = self._by_handle.get(data.device)
-        uuid = gpu.uuid if gpu is not None else _uuid_of(nv, data.device)
+        uuid = _uuid_of(nv, data.device)
+        gpu = self._by_uuid.get(uuid) if uuid is not None else None
         event = XidEvent(time=self.clock(), gpu_index=gpu.index if gpu is not None else None, gpu_uuid=uuid,
                          xid=int(data.eventData))
         with self._lock:
