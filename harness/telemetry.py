@@ -32,11 +32,14 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from harness.node.nvml import METRICS, Metric, decode_clock_event_reasons, installed_pynvml, is_unsupported, nvml_text
+from harness.node.processes import compute_processes, descends_from, foreign_process
 from harness.rank import read_phases
 
 TELEMETRY_ENV = "HARNESS_TELEMETRY"
 """Set to 0 / off / false to launch without the sampler (to measure what it costs)."""
 DEFAULT_PERIOD_S = 0.1
+PROCESS_PERIOD_S = 1.0
+"""How often the GPUs' compute processes are listed during a window (a foreign one names a slow case's cause)."""
 MAX_TIMELINE_POINTS = 240
 """Points per GPU and metric kept for the report; a longer window is averaged into this many."""
 
@@ -117,6 +120,11 @@ class GpuTrack:
     """Metric -> the last error of a read that failed (it is asked again next period)."""
     reads: dict[str, int] = field(default_factory=dict)
     """Metric -> successful reads."""
+    foreign: dict[int, dict] = field(default_factory=dict)
+    """pid -> a compute process on this GPU during the window that is neither a rank of the case nor
+    started by this harness: pid, name, memory, first and last seen (seconds into the window)."""
+    process_checks: int = 0
+    """How many times the GPU's compute processes were listed."""
 
     def add_sample(self, t: float, metric: Metric, value: float) -> None:
         self.reads[metric.key] = self.reads.get(metric.key, 0) + 1
@@ -154,6 +162,8 @@ class GpuTrack:
                          for key in set(self.counters_start) | set(self.counters_end)},
             "unsupported": dict(self.unsupported),
             "errors": dict(self.errors),
+            "foreign_processes": list(self.foreign.values()),
+            "process_checks": self.process_checks,
         }
 
 
@@ -219,6 +229,8 @@ class Sampler:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._poll_seconds = 0.0
+        self._rank_pids: set[int] = set()
+        self._processes_listed_at: float | None = None
 
     # -- lifecycle
 
@@ -280,6 +292,7 @@ class Sampler:
             now = self.clock() if now is None else now
             try:
                 phases = self._local_phases()
+                self._rank_pids.update(int(i["pid"]) for i in phases.values() if isinstance(i.get("pid"), int))
                 state = window_state(phases, was_open=self._state == "open")
                 if state == "open" and self._state == "before":
                     self._open(phases, now)  # reads the counters and takes the first sample
@@ -363,6 +376,34 @@ class Sampler:
                     if value is not None:
                         gpu.add_sample(max(t, 0.0), metric, value)
         self.samples += 1
+        if self._processes_listed_at is None or now - self._processes_listed_at >= PROCESS_PERIOD_S:
+            self._processes_listed_at = now
+            for gpu in self.gpus:
+                self._list_processes(gpu, max(t, 0.0))
+
+    def _list_processes(self, gpu: GpuTrack, t: float) -> None:
+        """Remember compute processes on ``gpu`` that are not ours: not a rank, not under this launcher."""
+        if "processes" in gpu.unsupported:
+            return
+        nv = self._nvml
+        try:
+            processes = compute_processes(nv, gpu.handle)
+        except nv.NVMLError as err:
+            (gpu.unsupported if is_unsupported(nv, err) else gpu.errors)["processes"] = str(err)
+            return
+        gpu.process_checks += 1
+        for pid, used in processes:
+            if pid in self._rank_pids or descends_from(pid, os.getpid()):
+                continue
+            seen = gpu.foreign.get(pid)
+            if seen is None:
+                found = foreign_process(pid, used, gpu_index=gpu.index, gpu_uuid=gpu.uuid)
+                gpu.foreign[pid] = {"pid": pid, "name": found.name, "used_memory_mib": found.used_memory_mib,
+                                    "first_seen_s": round(t, 3), "last_seen_s": round(t, 3)}
+            else:
+                seen["last_seen_s"] = round(t, 3)
+                if used is not None:
+                    seen["used_memory_mib"] = max(seen["used_memory_mib"] or 0.0, used / 2**20)
 
     def _read(self, gpu: GpuTrack, metric: Metric) -> float | None:
         nv = self._nvml

@@ -65,7 +65,7 @@ def test_a_steady_cool_soak_passes(tmp_path):
     checks = soak_checks(run, SOAK, CASE, missing_note="n/a")
     assert [c.name for c in checks] == ["soak completed", "loss finite", "throughput decay (last window vs first)",
                                         "max GPU temperature", "no thermal / hardware-slowdown throttling",
-                                        "no new ECC errors"]
+                                        "no new ECC errors", "no foreign process on the GPUs during the window"]
     assert all(c.passed for c in checks), [c.describe("x") for c in checks if not c.passed]
 
 

@@ -176,7 +176,7 @@ def test_healthy_gpus_pass_every_check_and_name_the_worst(tmp_path):
     summary = drive(nvml, tmp_path)
     checks = telemetry_checks(summary, min_gpu_utilization_pct=90, min_power_fraction_of_limit=0.5,
                               max_temperature_c=85, missing_note="n/a")
-    assert [c.passed for c in checks] == [True] * 5
+    assert [c.passed for c in checks] == [True] * 6
     assert {c.name: c for c in checks}["mean GPU utilization"].note == f"worst: GPU 1 ({UUIDS[1]})"
 
 
@@ -248,7 +248,7 @@ def test_no_nvml_means_unavailable_with_the_reason(tmp_path):
     assert summary["status"] == "unavailable"
     assert summary["reason"] == "NVML is not available: NVML Shared Library Not Found"
     checks = telemetry_checks(summary, min_gpu_utilization_pct=90, missing_note="fallback")
-    assert [c.passed for c in checks] == [None, None, None]
+    assert [c.passed for c in checks] == [None, None, None, None]
     assert all("NVML Shared Library Not Found" in c.note for c in checks)
 
 

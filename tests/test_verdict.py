@@ -103,7 +103,7 @@ def test_every_check_has_a_stable_key_that_does_not_follow_its_wording():
     checks = weak_scaling_checks(record(4), record(1), BOUNDS, telemetry_note="n/a")
     assert [c.key for c in checks] == ["run_completed", "loss_finite", "throughput_per_gpu", "weak_efficiency",
                                        "straggler_ratio", "step_time_cv", "gpu_utilization", "throttling",
-                                       "ecc_errors"]
+                                       "ecc_errors", "foreign_processes"]
     assert all(c.to_dict()["key"] == c.key for c in checks)
     n = full_record(world_size=4, scaling="strong", throughput_total=7000.0, throughput_per_gpu=1750.0)
     one = full_record(world_size=1, scaling="strong", throughput_total=2000.0, throughput_per_gpu=2000.0)

@@ -157,6 +157,7 @@ def telemetry_checks(telemetry: dict | None, *, min_gpu_utilization_pct: float |
                                      max_temperature_c, "°C", "<=", source, note))
     checks.append(_throttle_check(usable, note))
     checks.append(_ecc_check(usable, note))
+    checks.append(_foreign_process_check(usable, note))
     return checks
 
 
@@ -221,7 +222,26 @@ def _gpus_reading(telemetry: dict, keys: set[str]) -> tuple[list[dict], list[dic
     return gpus, [g for g in gpus if keys & set(g.get("reduced", {}))]
 
 
+def reason_shares(gpu: dict, window_s: float | None) -> dict[str, str]:
+    """Each clock-event reason of one GPU's window with its share: ``30 of 150 samples (20 %, ~3.0 s)``."""
+    samples = gpu.get("samples") or 0
+    shares = {}
+    for reason, count in sorted((gpu.get("clock_events") or {}).items(), key=lambda item: -item[1]):
+        fraction = count / samples if samples else None
+        seconds = f", ~{fraction * window_s:.1f} s" if fraction is not None and window_s else ""
+        percent = f" ({fraction:.0%}{seconds})" if fraction is not None else ""
+        shares[reason] = f"{reason} in {count} of {samples or '?'} samples{percent}"
+    return shares
+
+
+def _window_seconds(telemetry: dict) -> float | None:
+    seconds = (telemetry.get("window") or {}).get("seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) else None
+
+
 def _throttle_check(telemetry: dict | None, note: str) -> Check:
+    """Fault reasons (heat, a hardware slowdown, a power brake) fail; the rest, SW power cap above all
+    (normal under full load on a healthy H100: 149 of 151 samples), are information only."""
     result = _rule_check("throttling", "no thermal / hardware-slowdown throttling",
                          "harness rule: a healthy GPU never slows itself for heat or a hardware signal")
     if telemetry is None:
@@ -229,23 +249,51 @@ def _throttle_check(telemetry: dict | None, note: str) -> Check:
     gpus, read = _gpus_reading(telemetry, {"clock_event_reasons"})
     if not read:
         return result(None, "NVML reported no clock-event reasons" + _unsupported_note(gpus))
+    window_s = _window_seconds(telemetry)
     faults: list[str] = []
-    benign: set[str] = set()
+    benign: list[str] = []
     for gpu in read:
-        reasons = gpu["reduced"]["clock_event_reasons"]
-        bad = [r for r in reasons if r in FAULT_REASONS]
-        benign.update(r for r in reasons if r not in FAULT_REASONS)
+        shares = reason_shares(gpu, window_s)
+        bad = [shares.get(r, r) for r in gpu["reduced"]["clock_event_reasons"] if r in FAULT_REASONS]
         if bad:
-            counts = gpu.get("clock_events") or {}
-            samples = gpu.get("samples")
-            faults.append(f"{_gpu_name(gpu)}: " + ", ".join(
-                f"{r} in {counts.get(r, '?')} of {samples} samples" for r in bad))
+            faults.append(f"{_gpu_name(gpu)}: " + ", ".join(bad))
+        info = [text for reason, text in shares.items() if reason not in FAULT_REASONS]
+        if info:
+            benign.append(f"{_gpu_name(gpu)}: " + ", ".join(info))
+    also = f"not faults: {'; '.join(benign)}" if benign else ""
     if faults:
-        return result(False, "; ".join(faults))
+        return result(False, "; ".join(faults) + (f" (also {also})" if also else ""))
     unread = [g for g in gpus if g not in read]
     if unread:
         return result(None, f"no clock-event reasons from {', '.join(_gpu_name(g) for g in unread)}")
-    return result(True, f"also seen, not faults: {', '.join(sorted(benign))}" if benign else "")
+    return result(True, also)
+
+
+def _foreign_process_check(telemetry: dict | None, note: str) -> Check:
+    """A compute process on a case's GPU that is not one of its ranks (nor anything this harness started)
+    shares the GPU: its numbers are not the GPU's."""
+    result = _rule_check("foreign_processes", "no foreign process on the GPUs during the window",
+                         "harness rule: a GPU under acceptance runs the case's ranks and nothing else")
+    if telemetry is None:
+        return result(None, note)
+    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
+    found = [f"{_gpu_name(g)}: " + ", ".join(describe_foreign(p) for p in g["foreign_processes"])
+             for g in gpus if g.get("foreign_processes")]
+    if found:
+        return result(False, "; ".join(found))
+    unlisted = [g for g in gpus if not g.get("process_checks")]
+    if unlisted:
+        return result(None, "NVML listed no processes on " + ", ".join(_gpu_name(g) for g in unlisted)
+                      + _unsupported_note(unlisted))
+    return result(True, "")
+
+
+def describe_foreign(process: dict) -> str:
+    """``pid 4242 (python3, 10,240 MiB, seen 3.0-9.0 s into the window)``."""
+    memory = process.get("used_memory_mib")
+    shown = f", {memory:,.0f} MiB" if isinstance(memory, (int, float)) else ""
+    return (f"pid {process.get('pid')} ({process.get('name')}{shown}, seen {process.get('first_seen_s')}-"
+            f"{process.get('last_seen_s')} s into the window)")
 
 
 def _ecc_check(telemetry: dict | None, note: str) -> Check:

@@ -86,3 +86,40 @@ def busy_gpu_message(processes: Sequence[GpuProcess]) -> str:
     return (f"GPU(s) already busy with processes this harness did not start:\n{lines}\n"
             "A shared GPU trains slower, so its numbers would be wrong. Stop those processes, or leave the "
             "GPU out with CUDA_VISIBLE_DEVICES, and run again.")
+
+
+# --- during a window: processes that are not the case's own (telemetry sampler) ---------------
+
+
+def compute_processes(nvml: Any, handle: Any) -> list[tuple[int, int | None]]:
+    """(pid, used GPU memory in bytes or None) of every compute process on one GPU; NVMLError passes up."""
+    return [(int(p.pid), p.usedGpuMemory if isinstance(getattr(p, "usedGpuMemory", None), int) else None)
+            for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+
+
+def parent_pid(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The parent of ``pid`` from /proc/<pid>/stat; None where it is gone or not visible."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: the ppid follows its last ')'.
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
+def descends_from(pid: int, ancestor: int, proc: Path = Path("/proc"), max_depth: int = 64) -> bool:
+    """Whether ``ancestor`` is ``pid`` or one of its ancestors (a rank, torchrun, a compile worker of ours)."""
+    current: int | None = pid
+    for _ in range(max_depth):
+        if current is None or current <= 1:
+            return False
+        if current == ancestor:
+            return True
+        current = parent_pid(current, proc)
+    return False
+
+
+def foreign_process(pid: int, used_bytes: int | None, *, gpu_index: Any, gpu_uuid: Any) -> GpuProcess:
+    return GpuProcess(gpu_index=gpu_index, gpu_uuid=gpu_uuid, pid=pid, name=_process_name(pid),
+                      used_memory_mib=used_bytes / 2**20 if used_bytes is not None else None)

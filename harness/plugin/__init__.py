@@ -22,6 +22,7 @@ from harness.launch.supervise import stop_on_sigterm
 from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
                                   scaling_params)
 from harness.plugin.fixture import HarnessTest
+from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
 from harness.plugin.options import add_options, add_short_options, ini_declares_acceptance, parse_options
 from harness.plugin.outputs import route_reports, write_session_outputs
 from harness.plugin.progress import SessionProgress
@@ -68,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
         progress = SessionProgress(config=config, results=session.results)
         config.pluginmanager.register(progress, "harness-progress")
         session.soak.say = progress.say
+        session.gpu_state.start()
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
     # process groups and pytest still writes its reports.
     stop_on_sigterm()
@@ -101,6 +103,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             else:
                 metafunc.parametrize(fixture, scaling_params(session.ctx, scaling) or [no_cases_param(
                     f"profile {session.profile.name} has no {scaling}-scaling cases for this selection")])
+    if GPU_STATE_FIXTURE in metafunc.fixturenames:
+        metafunc.parametrize(GPU_STATE_FIXTURE, not_acceptance if session is None else gpu_state_params(session.ctx))
     if "allreduce_gpus" in metafunc.fixturenames:
         metafunc.parametrize("allreduce_gpus", not_acceptance if session is None else allreduce_params(session.ctx))
 
@@ -110,9 +114,11 @@ NODE_SHAPE_TEST = "test_node_shape"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The node-shape test first: a missing GPU is the first thing a sign-off says (a stable sort)."""
+    """The node-shape test first: a missing GPU is the first thing a sign-off says (a stable sort); the
+    GPU-state tests last: they judge the end of the session, after every benchmark."""
     if config.stash.get(SESSION_KEY, None) is not None:
         items.sort(key=lambda item: getattr(item, "originalname", item.name) != NODE_SHAPE_TEST)
+        order_last(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -139,4 +145,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """
     harness_session = session.config.stash.get(SESSION_KEY, None)
     if harness_session is not None and not harness_session.collect_only:
+        harness_session.gpu_state.stop()
         write_session_outputs(session, harness_session, exitstatus)

@@ -42,6 +42,9 @@ class HarnessTest:
     def run_topology(self) -> CheckedResult:
         return self._keep(self.session.interconnect.run_topology())
 
+    def run_gpu_state(self, index: int) -> CheckedResult:
+        return self._keep(self.session.gpu_state.run_gpu_state(index, list(self.session.results.values())))
+
     def run_soak(self) -> CheckedResult:
         return self._keep(self.session.soak.run_soak())
 

@@ -31,6 +31,9 @@ class CaseResult:
     """The case's bounds as the session resolved them (``CaseBounds.to_dict()``); None when the profile has none."""
     bounds_inherited: list[str] = field(default_factory=list)
     """Which of ``bounds`` came from the profile's ``[defaults]`` rather than the case's own table."""
+    seen_in_window: list[str] = field(default_factory=list)
+    """What else the window saw (foreign processes, clock-event reasons with their share, XIDs), one
+    line each, listed under a failure so it names its likely cause (harness/plugin/gpu_state.py)."""
 
     @property
     def failed(self) -> list[Check]:
@@ -38,6 +41,8 @@ class CaseResult:
 
     def failure_message(self) -> str:
         lines = [check.describe(self.context) for check in self.failed]
+        if lines and self.seen_in_window:
+            lines += ["seen in this window:", *(f"  {line}" for line in self.seen_in_window)]
         if self.record.failure:
             lines.append(f"rank logs: {self.log_dir}/")
         return "\n".join(lines)
@@ -46,7 +51,8 @@ class CaseResult:
         return {"case": self.case.test_param, "case_id": self.case.to_dict(), "scaling": self.case.scaling,
                 "nodes": self.case.nodes, "context": self.context, "record": self.record.to_dict(),
                 "baseline_run_id": self.baseline_run_id, "bounds": self.bounds,
-                "bounds_inherited": list(self.bounds_inherited), "checks": [c.to_dict() for c in self.checks]}
+                "bounds_inherited": list(self.bounds_inherited), "checks": [c.to_dict() for c in self.checks],
+                "seen_in_window": list(self.seen_in_window)}
 
 
 @dataclass(kw_only=True)

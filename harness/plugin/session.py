@@ -28,6 +28,7 @@ from harness.node.hardware import Hardware, HardwareError, detect
 from harness.node.shape import expected_gpus
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
+from harness.plugin.gpu_state import GpuStateRunner
 from harness.plugin.interconnect import InterconnectRuns
 from harness.plugin.launching import CaseLauncher
 from harness.plugin.options import HarnessOptions
@@ -50,6 +51,7 @@ class HarnessSession:
     cases: CaseLauncher
     interconnect: InterconnectRuns
     soak: SoakRunner
+    gpu_state: GpuStateRunner
     results: dict[str, CaseResult | CheckedResult] = field(default_factory=dict)
     """pytest node id -> the result its test produced, in the order the tests ran."""
     collect_only: bool = False
@@ -58,7 +60,8 @@ class HarnessSession:
     @classmethod
     def start(cls, config: pytest.Config, ctx: SessionContext) -> HarnessSession:
         return cls(config=config, ctx=ctx, cases=CaseLauncher(ctx=ctx), interconnect=InterconnectRuns(ctx=ctx),
-                   soak=SoakRunner(ctx=ctx), collect_only=bool(config.option.collectonly))
+                   soak=SoakRunner(ctx=ctx), gpu_state=GpuStateRunner(ctx=ctx),
+                   collect_only=bool(config.option.collectonly))
 
     @property
     def profile(self) -> Profile:
@@ -75,13 +78,14 @@ class HarnessSession:
         return CaseResult(case=case, record=record, checks=checks,
                           baseline_run_id=baseline.run_id if baseline is not None else None,
                           context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),
-                          bounds=bounds.to_dict(), bounds_inherited=list(bounds.inherited))
+                          bounds=bounds.to_dict(), bounds_inherited=list(bounds.inherited),
+                          seen_in_window=self.gpu_state.seen_in_window(record.telemetry))
 
     def summary(self) -> dict:
         """session.json: the session's facts and every test's result."""
         ctx = self.ctx
         profile = ctx.profile
-        interconnect, soak = self.interconnect.summary(), self.soak.summary()
+        interconnect, soak, gpu_state = self.interconnect.summary(), self.soak.summary(), self.gpu_state.summary()
         stack = compare_stack(profile.stack, ctx.hardware)
         return {
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "started_at": ctx.started_at,
@@ -98,6 +102,7 @@ class HarnessSession:
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
             **({"interconnect": interconnect} if interconnect is not None else {}),
             **({"soak": soak} if soak is not None else {}),
+            **({"gpu_state": gpu_state} if gpu_state is not None else {}),
         }
 
 

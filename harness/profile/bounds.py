@@ -168,6 +168,20 @@ class NodeShape(_JsonForm):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GpuStateBounds(_JsonForm):
+    """What NVML must say of each GPU at session start and end (harness/checks/gpu_state.py)."""
+
+    require_ecc: bool
+    """ECC must be enabled; disabled fails the ``ecc_mode`` check."""
+    allow_unsupported: tuple[str, ...] = ()
+    """Check keys whose NVML query this GPU kind does not support (e.g. retired_pages on Hopper, which
+    remaps rows instead): NotSupported is then reported, not failed. Any other NotSupported fails."""
+    max_nvlink_error_growth: int | None = None
+    """Largest rise of one NVLink error counter of one link over the session; None: a rise is not evaluated."""
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Profile:
     """One validated threshold file."""
 
@@ -200,6 +214,7 @@ class Profile:
     """What the bounds were measured on; None: not recorded."""
     node: NodeShape | None = None
     """None: the profile states no node shape; the node's own GPU count is expected."""
+    gpu_state: GpuStateBounds | None = None
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
 

@@ -23,6 +23,7 @@ from harness.profile import rules
 from harness.profile.bounds import (
     CaseBounds,
     HardwareMatch,
+    GpuStateBounds,
     InterconnectBounds,
     MeasuredStack,
     NodeShape,
@@ -90,11 +91,18 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
         node=_node_shape(checked["node"]) if "node" in checked else None,
+        gpu_state=_gpu_state_bounds(checked.get("gpu_state")),
     )
 
 
 def _node_shape(node: Mapping[str, Any]) -> NodeShape:
     return NodeShape(gpus_per_node=tuple(sorted(node["gpus_per_node"])), source=node["source"])
+
+
+def _gpu_state_bounds(table: Mapping[str, Any] | None) -> GpuStateBounds | None:
+    if table is None:
+        return None
+    return GpuStateBounds(**{**table, "allow_unsupported": tuple(table.get("allow_unsupported", ()))})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -394,6 +394,22 @@ NODE_FIELDS = (
           doc="where the shapes come from: a published figure (docs/references.md), not a measurement"),
 )
 
+GPU_STATE_KEYS = ("power_limit", "clocks", "ecc_mode", "retired_pages", "remapped_rows", "ecc_uncorrected",
+                  "xid_events", "nvlink_errors")
+"""The checks of the GPU-state test (harness/checks/gpu_state.py), by key."""
+
+GPU_STATE_FIELDS = (
+    Field(key="require_ecc", kind=BOOLEAN, required=True,
+          doc="ECC must be enabled on every GPU (false only for GPUs sold without ECC)"),
+    Field(key="allow_unsupported", kind=STRING_ARRAY, rule=_one_of(GPU_STATE_KEYS),
+          doc="GPU-state checks whose NVML query this GPU kind does not support (NotSupported is then "
+              "reported, not failed); nvlink_errors only where NVML shows no NVLink at all"),
+    Field(key="max_nvlink_error_growth", kind=INTEGER, rule=_at_least(0, " (errors per link per session)"),
+          doc="largest rise of one NVLink error counter (CRC, replay, recovery) between session start and end; "
+              "absent: any rise is reported as not evaluated"),
+    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
+)
+
 TOP_LEVEL_FIELDS = (
     Field(key="schema_version", kind=INTEGER, required=True, rule=_one_of((SCHEMA_VERSION,)),
           doc=f"the file format version, {SCHEMA_VERSION}"),
@@ -407,6 +423,7 @@ TOP_LEVEL_FIELDS = (
     Field(key="soak", kind=TABLE, fields=SOAK_FIELDS, doc="[soak]: long-run bounds"),
     Field(key="stack", kind=TABLE, fields=STACK_FIELDS, doc="[stack]: the software the bounds were measured on"),
     Field(key="node", kind=TABLE, fields=NODE_FIELDS, doc="[node]: the GPUs a node of this kind has"),
+    Field(key="gpu_state", kind=TABLE, fields=GPU_STATE_FIELDS, doc="[gpu_state]: what NVML must say of each GPU"),
 )
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
@@ -421,6 +438,7 @@ SECTIONS: dict[str, tuple[Field, ...]] = {
     "[soak]": SOAK_FIELDS,
     "[stack]": STACK_FIELDS,
     "[node]": NODE_FIELDS,
+    "[gpu_state]": GPU_STATE_FIELDS,
 }
 """Every table of the schema, by how the README and error messages name it."""
 
