@@ -19,6 +19,7 @@ import pytest
 
 from harness.cases import SCALINGS
 from harness.launch.supervise import stop_on_sigterm
+from harness.plugin import components
 from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
                                   scaling_params)
 from harness.plugin.fixture import HarnessTest
@@ -60,6 +61,7 @@ def _shows_information_only(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "weak_scaling: a weak-scaling acceptance case (per-GPU batch fixed)")
     config.addinivalue_line("markers", "strong_scaling: a strong-scaling acceptance case (global batch fixed)")
+    config.addinivalue_line("markers", "level(name): the run level of an acceptance test: quick, standard or long")
     if not _active(config) or hasattr(config, "workerinput") or _shows_information_only(config):
         return
     session = start_session(config, parse_options(config))
@@ -107,6 +109,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(GPU_STATE_FIXTURE, not_acceptance if session is None else gpu_state_params(session.ctx))
     if "allreduce_gpus" in metafunc.fixturenames:
         metafunc.parametrize("allreduce_gpus", not_acceptance if session is None else allreduce_params(session.ctx))
+    components.parametrize(metafunc, None if session is None else session.ctx, not_acceptance)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--level``: deselect the tests above the session's run level (harness/plugin/components.py)."""
+    harness_session = config.stash.get(SESSION_KEY, None)
+    if harness_session is not None:
+        components.select_level(config, items, harness_session.ctx.options.level)
 
 
 NODE_SHAPE_TEST = "test_node_shape"

@@ -11,6 +11,7 @@ import pytest
 
 from harness.cases import CaseId
 from harness.plugin.node_shape import node_shape_result
+from harness.plugin.components import ComponentRuns, component_runs
 from harness.plugin.options import HarnessOptions
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.session import HarnessSession
@@ -50,6 +51,14 @@ class HarnessTest:
 
     def check_node_shape(self) -> CheckedResult:
         return self._keep(node_shape_result(self.session.ctx))
+    @property
+    def components(self) -> ComponentRuns:
+        """The session's component benchmarks (one launch, judged per GPU): ``harness.keep(harness.components.gemm(0))``."""
+        return component_runs(self.session.config, self.session.ctx)
+
+    def keep(self, result: CheckedResult) -> CheckedResult:
+        """Keep a result made outside this class for the verdict, report.json and session.json."""
+        return self._keep(result)
 
     def _keep(self, result):
         self.item.stash[RESULT_KEY] = result

@@ -25,6 +25,8 @@ PREFIX = "harness"
 """``--harness-NAME`` on the command line, ``harness_NAME`` as the argparse dest."""
 
 LaunchMode = Literal["grouped", "per-case"]
+LEVELS = ("quick", "standard", "long")
+"""Run levels, each the one before plus more (harness/plugin/components.py says which test is which)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,6 +80,8 @@ class HarnessOptions:
     """The fleet's history store this session is added to; None: $HARNESS_STORE, else REPORT_DIR/history.sqlite."""
     prometheus_dir: Path | None = None
     """node_exporter's textfile directory; None: $HARNESS_PROMETHEUS_DIR, else not written."""
+    level: str = "standard"
+    """quick, standard or long (one of LEVELS): which tests run; long with --soak, and --soak means long."""
 
 
 def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
@@ -153,6 +157,10 @@ def add_options(parser: pytest.Parser) -> None:
     _add(group, "soak", "--soak", metavar="DURATION",
          help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
               "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
+    _add(group, "level", "--level", choices=LEVELS, metavar="LEVEL",
+         help="quick: node shape, GPU state, GEMM, memory, host and peer bandwidth, topology (minutes: a "
+              "Slurm prolog/epilog or nightly check); standard (default): quick + the DDP matrix + all-reduce; "
+              "long: standard + the soak (needs --soak DURATION, which implies long)")
     _add(group, "store", metavar="PATH",
          help=f"the history store this session's facts are added to (default: ${STORE_ENV}, else "
               "REPORT_DIR/history.sqlite); many nodes may share one path on a shared file system")
@@ -204,7 +212,7 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         telemetry_period_s=_positive("--harness-telemetry-period", get("telemetry_period"), "seconds > 0, e.g. 0.1"),
         ci_target=_ci_target(get("ci_target")), repeats=_repeats(get("repeats")), launch=get("launch"),
         compile=bool(get("compile")), compile_cache=Path(compile_cache) if compile_cache else None,
-        soak_duration_s=_soak_duration(get("soak")),
+        soak_duration_s=_soak_duration(get("soak")), level=_level(get("level"), get("soak")),
         store=Path(get("store")) if get("store") else None,
         prometheus_dir=Path(get("prometheus_dir")) if get("prometheus_dir") else None,
     )
@@ -265,6 +273,15 @@ def _expect_gpus(value: int | None) -> int | None:
         raise pytest.UsageError(f"--expect-gpus {value}: expected the number of GPUs the node has, >= 1, e.g. "
                                 "--expect-gpus 8")
     return value
+def _level(level: str | None, soak: str | None) -> str:
+    """The run level: as given, else long with --soak and standard without; the two must agree."""
+    if level is None:
+        return "long" if soak else "standard"
+    if level == "long" and not soak:
+        raise pytest.UsageError("--level long runs the soak: give its duration too, e.g. --level long --soak 4h")
+    if level != "long" and soak:
+        raise pytest.UsageError(f"--soak runs at --level long, not --level {level}: drop one of the two")
+    return level
 
 
 def _soak_duration(text: str | None) -> float | None:

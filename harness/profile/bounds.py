@@ -154,6 +154,35 @@ class MeasuredStack(_JsonForm):
     """NCCL as torch reports it, e.g. ``2.28.9``."""
     driver: str | None = None
     """The NVIDIA driver, e.g. ``580.159.04``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ComponentBounds(_JsonForm):
+    """Per-GPU component bounds (docs/components.md); a bound left out is not evaluated, never passed."""
+
+    min_gemm_tflops: dict[str, float] = field(default_factory=dict)
+    """GEMM dtype -> lowest settled dense GEMM TFLOP/s per GPU."""
+    datasheet_tflops: dict[str, float] = field(default_factory=dict)
+    """GEMM dtype -> datasheet dense peak, where [hardware] peak_tflops has none (tf32)."""
+    datasheet_hbm_gbps: float | None = None
+    """Datasheet memory bandwidth per GPU, GB/s."""
+    datasheet_source: str | None = None
+    min_hbm_copy_gbps: float | None = None
+    """Device-to-device copy, GB/s counting bytes read and written."""
+    min_hbm_rmw_gbps: float | None = None
+    """Read-modify-write (in-place multiply), GB/s counting bytes read and written."""
+    min_h2d_gbps: float | None = None
+    """Pinned host-to-GPU, each GPU alone, GB/s."""
+    min_d2h_gbps: float | None = None
+    """Pinned GPU-to-host, each GPU alone, GB/s."""
+    min_h2d_concurrent_gbps: float | None = None
+    """Pinned host-to-GPU per GPU, every GPU at once, GB/s."""
+    min_d2h_concurrent_gbps: float | None = None
+    """Pinned GPU-to-host per GPU, every GPU at once, GB/s."""
+    min_peer_gbps: float | None = None
+    """GPU-to-GPU copy bandwidth of each ordered pair, GB/s."""
+    max_peer_latency_us: float | None = None
+    """GPU-to-GPU 4-byte copy time of each ordered pair, microseconds."""
     source: str
 
 
@@ -215,6 +244,7 @@ class Profile:
     node: NodeShape | None = None
     """None: the profile states no node shape; the node's own GPU count is expected."""
     gpu_state: GpuStateBounds | None = None
+    components: ComponentBounds | None = None
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
 

@@ -22,6 +22,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 from harness.profile import rules
 from harness.profile.bounds import (
     CaseBounds,
+    ComponentBounds,
     HardwareMatch,
     GpuStateBounds,
     InterconnectBounds,
@@ -92,6 +93,7 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
         node=_node_shape(checked["node"]) if "node" in checked else None,
         gpu_state=_gpu_state_bounds(checked.get("gpu_state")),
+        components=ComponentBounds(**checked["components"]) if "components" in checked else None,
     )
 
 

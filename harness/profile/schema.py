@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.profile.problems import INVALID, ArrayIndex, KeyPath, ProblemReport, toml_repr, toml_type
+from harness.workloads.components.arith import GEMM_DTYPES
 
 SCHEMA_VERSION = 1
 """The file format this harness reads (``schema_version`` at the top of every profile)."""
@@ -238,6 +239,13 @@ def _cases(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> An
     return cases
 
 
+def _gemm_dtype_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
+    if key not in GEMM_DTYPES:
+        report.add((*where, key), _unknown(key, GEMM_DTYPES, noun="GEMM dtype"))
+        return INVALID
+    return key
+
+
 STRING: Kind = _string
 INTEGER: Kind = _integer
 NUMBER: Kind = _number
@@ -249,6 +257,8 @@ GPU_COUNT_ARRAY: Kind = _array_of(_integer, "GPU count")
 FRACTION_BY_GPU_COUNT: Kind = _gpu_count_table(_number)
 NUMBER_BY_GPU_COUNT: Kind = _gpu_count_table(_number)
 NUMBER_BY_PRECISION: Kind = _precision_table(_number)
+NUMBER_BY_GEMM_DTYPE: Kind = _keyed_table(_number, "a table of GEMM dtype = TFLOP/s, e.g. { bf16 = ..., tf32 = ... }",
+                                          _gemm_dtype_key)
 
 
 def _greater_than(low: float, unit: str = "") -> Rule:
@@ -410,6 +420,33 @@ GPU_STATE_FIELDS = (
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
+_GBPS = _greater_than(0, " GB/s")
+COMPONENTS_FIELDS = (
+    # Each bound holds for every GPU on its own (docs/components.md); GB/s is 10^9 bytes/s.
+    Field(key="min_gemm_tflops", kind=NUMBER_BY_GEMM_DTYPE, rule=_greater_than(0, " TFLOP/s"),
+          doc="GEMM dtype (bf16, fp16, tf32, fp32) -> lowest settled dense GEMM TFLOP/s per GPU"),
+    Field(key="datasheet_tflops", kind=NUMBER_BY_GEMM_DTYPE, rule=_greater_than(0, " TFLOP/s"),
+          doc="GEMM dtype -> datasheet dense peak TFLOP/s, for the fraction of peak where [hardware] "
+              "peak_tflops has no such precision (tf32)"),
+    Field(key="datasheet_hbm_gbps", kind=NUMBER, rule=_GBPS,
+          doc="datasheet memory bandwidth per GPU, GB/s, for the fraction of peak"),
+    Field(key="datasheet_source", kind=STRING, rule=_NOT_EMPTY, doc="where the datasheet figures come from"),
+    Field(key="min_hbm_copy_gbps", kind=NUMBER, rule=_GBPS,
+          doc="lowest device-to-device copy bandwidth per GPU, GB/s (bytes read + bytes written)"),
+    Field(key="min_hbm_rmw_gbps", kind=NUMBER, rule=_GBPS,
+          doc="lowest read-modify-write bandwidth per GPU, GB/s (bytes read + bytes written)"),
+    Field(key="min_h2d_gbps", kind=NUMBER, rule=_GBPS, doc="lowest pinned host-to-GPU bandwidth, each GPU alone, GB/s"),
+    Field(key="min_d2h_gbps", kind=NUMBER, rule=_GBPS, doc="lowest pinned GPU-to-host bandwidth, each GPU alone, GB/s"),
+    Field(key="min_h2d_concurrent_gbps", kind=NUMBER, rule=_GBPS,
+          doc="lowest pinned host-to-GPU bandwidth per GPU with every GPU copying at once, GB/s"),
+    Field(key="min_d2h_concurrent_gbps", kind=NUMBER, rule=_GBPS,
+          doc="lowest pinned GPU-to-host bandwidth per GPU with every GPU copying at once, GB/s"),
+    Field(key="min_peer_gbps", kind=NUMBER, rule=_GBPS, doc="lowest GPU-to-GPU copy bandwidth of any ordered pair, GB/s"),
+    Field(key="max_peer_latency_us", kind=NUMBER, rule=_greater_than(0, " us"),
+          doc="highest GPU-to-GPU time of a 4-byte copy of any ordered pair, microseconds"),
+    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
+)
+
 TOP_LEVEL_FIELDS = (
     Field(key="schema_version", kind=INTEGER, required=True, rule=_one_of((SCHEMA_VERSION,)),
           doc=f"the file format version, {SCHEMA_VERSION}"),
@@ -424,6 +461,8 @@ TOP_LEVEL_FIELDS = (
     Field(key="stack", kind=TABLE, fields=STACK_FIELDS, doc="[stack]: the software the bounds were measured on"),
     Field(key="node", kind=TABLE, fields=NODE_FIELDS, doc="[node]: the GPUs a node of this kind has"),
     Field(key="gpu_state", kind=TABLE, fields=GPU_STATE_FIELDS, doc="[gpu_state]: what NVML must say of each GPU"),
+    Field(key="components", kind=TABLE, fields=COMPONENTS_FIELDS,
+          doc="[components]: per-GPU GEMM, memory, host-link and peer bounds"),
 )
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
@@ -439,6 +478,7 @@ SECTIONS: dict[str, tuple[Field, ...]] = {
     "[stack]": STACK_FIELDS,
     "[node]": NODE_FIELDS,
     "[gpu_state]": GPU_STATE_FIELDS,
+    "[components]": COMPONENTS_FIELDS,
 }
 """Every table of the schema, by how the README and error messages name it."""
 

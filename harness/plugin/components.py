@@ -1,0 +1,237 @@
+"""The component tests' session side: one launch of the component benchmarks (measured once, judged
+per GPU and per ordered pair), their pytest parameters, and the run levels (``--level``).
+
+Levels, like DCGM's run levels: ``quick`` (node shape, GPU state, components, topology: minutes, for a
+Slurm prolog/epilog or a nightly health check), ``standard`` (quick + the DDP matrix + all-reduce,
+the default), ``long`` (standard + soak). A test's level is its ``@pytest.mark.level("...")``
+marker, else ``TEST_LEVELS`` by file (and function), else ``standard``; collection deselects the
+tests above the session's level and records what it kept (``level_selection``), so the verdict
+knows the level's required set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.checks import components as checks
+from harness.checks.verdict import Check, telemetry_checks
+from harness.launch.components import CPU_SIZES, GPU_SIZES, ComponentsRun, ComponentsSpec, run_components
+from harness.node.processes import busy_gpu_message
+from harness.plugin.context import SessionContext
+from harness.plugin.options import LEVELS
+from harness.plugin.results import CheckedResult
+from harness.plugin.specs import launch_settings
+from harness.workloads.components.arith import numa_node_of
+from harness.workloads.components.plan import GpuPlacement
+
+NO_GPU = "no GPU on a CPU run"
+TEST_LEVELS = {
+    "test_node.py": "quick", "test_gpu_state.py": "quick", "test_components.py": "quick",
+    "test_interconnect.py::test_topology": "quick", "test_interconnect.py::test_allreduce_bus_bandwidth": "standard",
+    "test_scaling.py": "standard", "test_soak.py": "long",
+}
+"""The level of each acceptance test, by file or file::function (a ``level`` marker overrides)."""
+DEFAULT_LEVEL = "standard"
+
+
+# --- levels -------------------------------------------------------------------------------------
+
+
+def level_of(item: pytest.Item) -> str:
+    """The run level ``item`` belongs to; a ``level`` marker naming no level is a usage error."""
+    marker = item.get_closest_marker("level")
+    if marker is not None:
+        level = marker.args[0] if marker.args else None
+        if level not in LEVELS:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.level({level!r}): expected one of "
+                                    f"{', '.join(LEVELS)}")
+        return level
+    file = Path(str(item.path)).name
+    function = getattr(item, "originalname", item.name)
+    return TEST_LEVELS.get(f"{file}::{function}") or TEST_LEVELS.get(file) or DEFAULT_LEVEL
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelSelection:
+    """What ``--level`` kept: the level's required set, and what it left out, by pytest node id."""
+
+    level: str
+    kept: tuple[str, ...]
+    deselected: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "kept": list(self.kept), "deselected": list(self.deselected)}
+
+
+LEVEL_KEY = pytest.StashKey[LevelSelection]()
+
+
+def select_level(config: pytest.Config, items: list[pytest.Item], level: str) -> LevelSelection:
+    """Deselect the tests above ``level`` (pytest reports them as deselected) and record the selection."""
+    highest = LEVELS.index(level)
+    kept, dropped = [], []
+    for item in items:
+        (kept if LEVELS.index(level_of(item)) <= highest else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    selection = LevelSelection(level=level, kept=tuple(i.nodeid for i in kept),
+                               deselected=tuple(i.nodeid for i in dropped))
+    config.stash[LEVEL_KEY] = selection
+    return selection
+
+
+def level_selection(config: pytest.Config) -> LevelSelection | None:
+    """The session's level selection, once collection made it (the verdict's required set)."""
+    return config.stash.get(LEVEL_KEY, None)
+
+
+# --- parameters ---------------------------------------------------------------------------------
+
+
+def gpu_params(ctx: SessionContext) -> list:
+    """One test id per GPU (``gpu0``...), or ``cpu0``: the one CPU rank of a CPU profile."""
+    if ctx.device != "cuda":
+        return [pytest.param(0, id="cpu0")]
+    return [pytest.param(gpu.index, id=f"gpu{gpu.index}") for gpu in ctx.hardware.gpus]
+
+
+def pair_params(ctx: SessionContext) -> list:
+    """One test id per ordered GPU pair (``gpu0-gpu1``); not applicable, with the reason, below two GPUs."""
+    if ctx.device != "cuda":
+        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(reason=f"not applicable: {NO_GPU}"))]
+    indices = [gpu.index for gpu in ctx.hardware.gpus]
+    if len(indices) < 2:
+        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
+            reason=f"not applicable: {len(indices)} GPU on this node, no pair to copy between"))]
+    return [pytest.param((a, b), id=f"gpu{a}-gpu{b}") for a in indices for b in indices if a != b]
+
+
+def parametrize(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_acceptance: list) -> None:
+    if "component_gpu" in metafunc.fixturenames:
+        metafunc.parametrize("component_gpu", not_acceptance if ctx is None else gpu_params(ctx))
+    if "gpu_pair" in metafunc.fixturenames:
+        metafunc.parametrize("gpu_pair", not_acceptance if ctx is None else pair_params(ctx))
+
+
+# --- the one launch, judged per GPU and per pair ------------------------------------------------
+
+
+def placements(ctx: SessionContext) -> tuple[GpuPlacement, ...]:
+    """Each local rank's GPU and its NUMA node (sysfs), as the ranks will bind to it."""
+    found = []
+    for local_rank, gpu in enumerate(ctx.hardware.gpus):
+        node, why = numa_node_of(gpu.pci_bus_id)
+        found.append(GpuPlacement(local_rank=local_rank, pci_bus_id=gpu.pci_bus_id, numa_node=node,
+                                  numa_node_note=why))
+    return tuple(found)
+
+
+def components_spec(ctx: SessionContext) -> ComponentsSpec:
+    """Every GPU of the node at once; one rank on a CPU profile (its figures are a self-check)."""
+    if ctx.device == "cuda":
+        return ComponentsSpec(launch=launch_settings(ctx, ctx.hardware.gpu_count), sizes=GPU_SIZES,
+                              placements=placements(ctx))
+    return ComponentsSpec(launch=launch_settings(ctx, 1), sizes=CPU_SIZES, parts=("gemm", "hbm"))
+
+
+def _one_gpu(telemetry: dict | None, uuid: str | None) -> dict | None:
+    """The launch's telemetry narrowed to one GPU, so a throttling GPU fails its own test only."""
+    if not isinstance(telemetry, dict) or uuid is None:
+        return telemetry
+    return {**telemetry, "gpus": [g for g in telemetry.get("gpus", []) if isinstance(g, dict) and g.get("uuid") == uuid]}
+
+
+@dataclass(kw_only=True)
+class ComponentRuns:
+    ctx: SessionContext
+    run: ComponentsRun | None = None
+    """The session's one component launch, once it ran."""
+    spec: ComponentsSpec | None = field(default=None)
+
+    def measured(self) -> ComponentsRun:
+        if self.run is None:
+            ctx = self.ctx
+            self.spec = spec = components_spec(ctx)
+            run_id = f"{ctx.run_id}-{spec.case_id}"
+            busy = ctx.busy_gpus(spec.world_size)
+            self.run = (ComponentsRun(run_id=run_id, status="failed", failure=busy_gpu_message(busy)) if busy else
+                        run_components(spec, ctx.log_dir(spec.case_id), run_id=run_id))
+        return self.run
+
+    @property
+    def no_bounds(self) -> str:
+        return f"profile {self.ctx.profile.name} has no [components] bound"
+
+    def _result(self, name: str, what: str, checks_of: list[Check], data: dict) -> CheckedResult:
+        ctx, run = self.ctx, self.measured()
+        bounds = ctx.profile.components
+        found = [checks.completed_check(run.status, run.failure), *checks_of] if run.status == "ok" else [
+            checks.completed_check(run.status, run.failure)]
+        assert self.spec is not None
+        return CheckedResult(name=name, context=f"{ctx.profile.name}, {what}", checks=found,
+                             bounds=bounds.to_dict() if bounds is not None else None,
+                             log_dir=ctx.log_dir(self.spec.case_id),
+                             data={"components": data, "record": {"run_id": run.run_id}})
+
+    def _rank(self, index: int) -> dict:
+        run = self.measured()
+        return run.rank_of_gpu(index) or {"gpu_index": index, "rank": index}
+
+    def gemm(self, index: int) -> CheckedResult:
+        rank, bounds = self._rank(index), self.ctx.profile.components
+        assert self.spec is not None
+        found = checks.gemm_checks(rank, self.spec.sizes.gemm_dtypes, bounds, self.ctx.profile.peak_tflops,
+                                   no_bounds=self.no_bounds)
+        if self.ctx.device == "cuda":
+            found += telemetry_checks(_one_gpu(self.measured().telemetry, rank.get("gpu_uuid")),
+                                      missing_note=self.ctx.telemetry_note())
+        return self._result(f"gemm-gpu{index}", f"GEMM, {checks.label_of(rank)}", found,
+                            {"gpu": _gpu(rank), "gemm": rank.get("gemm")})
+
+    def hbm(self, index: int) -> CheckedResult:
+        rank = self._rank(index)
+        found = checks.hbm_checks(rank, self.ctx.profile.components, no_bounds=self.no_bounds)
+        return self._result(f"hbm-gpu{index}", f"memory bandwidth, {checks.label_of(rank)}", found,
+                            {"gpu": _gpu(rank), "hbm": rank.get("hbm")})
+
+    def host_link(self, index: int) -> CheckedResult:
+        rank = self._rank(index)
+        found = checks.host_link_checks(rank, self.ctx.profile.components, no_bounds=self.no_bounds)
+        keep = ("numa_node", "cpu_affinity", "bound", "binding_note", "host")
+        return self._result(f"host-link-gpu{index}", f"host link, {checks.label_of(rank)}", found,
+                            {"gpu": _gpu(rank), **{k: rank.get(k) for k in keep}})
+
+    def peer(self, src: int, dst: int) -> CheckedResult:
+        peer = self.measured().result.get("peer") or {}
+        pairs = peer.get("pairs") or []
+        found = checks.peer_checks(pairs, src, dst, self.ctx.profile.components, no_bounds=self.no_bounds)
+        return self._result(f"peer-gpu{src}-gpu{dst}", f"peer copy GPU {src} -> GPU {dst}", found,
+                            {"pair": [src, dst], "peer": peer})
+
+
+def _gpu(rank: dict) -> dict:
+    return {"index": rank.get("gpu_index"), "uuid": rank.get("gpu_uuid"), "label": checks.label_of(rank)}
+
+
+COMPONENTS_KEY = pytest.StashKey[ComponentRuns]()
+
+
+def component_runs(config: pytest.Config, ctx: SessionContext) -> ComponentRuns:
+    """The session's component runs, made on first use."""
+    if COMPONENTS_KEY not in config.stash:
+        config.stash[COMPONENTS_KEY] = ComponentRuns(ctx=ctx)
+    return config.stash[COMPONENTS_KEY]
+
+
+def assert_evaluated(result: CheckedResult) -> None:
+    """Fail on any missed check; skip, saying why, when no performance check could be judged (never a pass)."""
+    if result.failed:
+        pytest.fail(result.failure_message(), pytrace=False)
+    judged = [c for c in result.checks if c.kind == "performance" and c.evaluated]
+    if not judged:
+        unjudged = [c.note for c in result.checks if c.kind == "performance"]
+        pytest.skip(unjudged[0] if unjudged else "not evaluated: nothing measured")
