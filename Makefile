@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Extra pytest arguments for the acceptance suite, e.g. ARGS="--models resnet50 --gpus 1,2 -x".
 ARGS ?=
+# Run level of the acceptance suite: quick, standard (the default) or long (docs/components.md).
+LEVEL ?=
 # Extra pytest arguments for the unit tests.
 TEST_ARGS ?=
 # What ruff lints (configured in pyproject.toml; mypy's files are set there: harness/).
@@ -28,7 +30,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 venv: $(STAMP)
 
 acceptance: $(STAMP)
-	$(BIN)/python -m pytest acceptance $(ARGS)
+	$(BIN)/python -m pytest acceptance $(if $(LEVEL),--harness-level $(LEVEL)) $(ARGS)
 
 # Lint first: a finding fails in seconds what the suite would take minutes to reach.
 test: lint

@@ -120,15 +120,15 @@ def numa_binding_check(rank: dict) -> Check:
 
 def _cpu_ranges(cpus: list[int]) -> str:
     """[0, 1, 2, 5] -> ``0-2,5``."""
-    ranges, ordered = [], sorted(cpus)
+    ranges: list[str] = []
+    ordered = sorted(cpus)
     start = previous = ordered[0]
-    for cpu in ordered[1:] + [None]:  # type: ignore[list-item]
-        if cpu is None or cpu != previous + 1:
+    for cpu in ordered[1:]:
+        if cpu != previous + 1:
             ranges.append(f"{start}-{previous}" if previous != start else f"{start}")
-            if cpu is not None:
-                start = cpu
-        if cpu is not None:
-            previous = cpu
+            start = cpu
+        previous = cpu
+    ranges.append(f"{start}-{previous}" if previous != start else f"{start}")
     return ",".join(ranges)
 
 

@@ -72,7 +72,8 @@ LEVEL_KEY = pytest.StashKey[LevelSelection]()
 def select_level(config: pytest.Config, items: list[pytest.Item], level: str) -> LevelSelection:
     """Deselect the tests above ``level`` (pytest reports them as deselected) and record the selection."""
     highest = LEVELS.index(level)
-    kept, dropped = [], []
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         (kept if LEVELS.index(level_of(item)) <= highest else dropped).append(item)
     if dropped:
@@ -142,7 +143,8 @@ def _one_gpu(telemetry: dict | None, uuid: str | None) -> dict | None:
     """The launch's telemetry narrowed to one GPU, so a throttling GPU fails its own test only."""
     if not isinstance(telemetry, dict) or uuid is None:
         return telemetry
-    return {**telemetry, "gpus": [g for g in telemetry.get("gpus", []) if isinstance(g, dict) and g.get("uuid") == uuid]}
+    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict) and g.get("uuid") == uuid]
+    return {**telemetry, "gpus": gpus}
 
 
 @dataclass(kw_only=True)

@@ -53,7 +53,7 @@ class HarnessTest:
         return self._keep(node_shape_result(self.session.ctx))
     @property
     def components(self) -> ComponentRuns:
-        """The session's component benchmarks (one launch, judged per GPU): ``harness.keep(harness.components.gemm(0))``."""
+        """The session's component benchmarks, one launch judged per GPU: ``harness.components.gemm(0)``."""
         return component_runs(self.session.config, self.session.ctx)
 
     def keep(self, result: CheckedResult) -> CheckedResult:

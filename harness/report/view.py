@@ -6,6 +6,7 @@ from harness.report.format import device_word, fmt_rate
 from harness.report.inputs import RunInputs, as_dict, as_number, as_text
 from harness.report.outcomes import SessionTest, collect_tests
 from harness.report.sections.cases import build_case
+from harness.report.sections.gpus import build_gpu_table, peer_heatmap
 from harness.report.sections.interconnect import interconnect_bound_note, interconnect_charts, interconnect_missing
 from harness.report.sections.matrix import build_matrices, charts_missing, matrix_missing
 from harness.report.sections.scaling import scaling_charts
@@ -80,6 +81,8 @@ def build_view(inputs: RunInputs) -> dict:
         "charts_missing": charts_missing(tests),
         "telemetry_cases": [c for c in cases if c["telemetry"]],
         "telemetry_missing": telemetry_missing(tests),
+        "gpu_table": build_gpu_table(header, tests),
+        "peer_heatmap": peer_heatmap(tests),
         "interconnect": interconnect_charts(header, tests),
         "interconnect_missing": interconnect_missing(header),
         "interconnect_note": interconnect_bound_note(header, tests),

@@ -39,10 +39,12 @@ def block_rates(torch: Any, device: Any, op: Op, rate: Callable[[int, float], fl
     """Warm up for ``warmup_s``, then time blocks of ~``block_s`` for ``measure_s``: every block's rate."""
     op()
     iters = iterations_for(seconds_for(torch, device, op, 1), block_s, at_least=1)
-    warm_blocks, began = [], time.perf_counter()
+    warm_blocks: list[float] = []
+    began = time.perf_counter()
     while time.perf_counter() - began < warmup_s:
         warm_blocks.append(rate(iters, seconds_for(torch, device, op, iters)))
-    blocks, began = [], time.perf_counter()
+    blocks: list[float] = []
+    began = time.perf_counter()
     while not blocks or time.perf_counter() - began < measure_s:
         blocks.append(rate(iters, seconds_for(torch, device, op, iters)))
     return {"value": median(blocks), "blocks": blocks, "iters_per_block": iters,
@@ -62,7 +64,6 @@ def gemm(torch: Any, device: Any, dtype: str, n: int, *, warmup_s: float, measur
     c = torch.empty_like(a)
     measured = block_rates(torch, device, lambda: torch.mm(a, b, out=c), lambda iters, s: gemm_tflops(n, iters, s),
                            warmup_s=warmup_s, measure_s=measure_s, block_s=block_s)
-    del a, b, c
     return {"dtype": dtype, "n": n, "tflops": measured.pop("value"), **measured}
 
 
@@ -79,7 +80,6 @@ def hbm(torch: Any, device: Any, nbytes: int, seconds: float) -> dict:
     floats = source.view(torch.float32).fill_(1.0)
     copy = _bandwidth(torch, device, lambda: target.copy_(source), nbytes, seconds, touches=2)
     rmw = _bandwidth(torch, device, lambda: floats.mul_(1.0000001), nbytes, seconds, touches=2)
-    del source, target, floats
     return {"copy": copy, "rmw": rmw}
 
 
@@ -89,7 +89,6 @@ def host_link(torch: Any, device: Any, nbytes: int, seconds: float) -> dict:
     gpu = torch.empty(nbytes, dtype=torch.uint8, device=device)
     h2d = _bandwidth(torch, device, lambda: gpu.copy_(host, non_blocking=True), nbytes, seconds, touches=1)
     d2h = _bandwidth(torch, device, lambda: host.copy_(gpu, non_blocking=True), nbytes, seconds, touches=1)
-    del host, gpu
     return {"h2d": h2d, "d2h": d2h}
 
 
@@ -102,11 +101,13 @@ def peer_pair(torch: Any, source: Any, target: Any, *, nbytes: int, latency_byte
                            touches=1)
     small = torch.zeros(latency_bytes, dtype=torch.uint8, device=source)
     small_target = torch.empty(latency_bytes, dtype=torch.uint8, device=target)
-    op = lambda: small_target.copy_(small, non_blocking=True)  # noqa: E731 - one line, used twice
+
+    def op() -> Any:
+        return small_target.copy_(small, non_blocking=True)
+
     op()
     iters = iterations_for(seconds_for(torch, source, op, 10) / 10, seconds / 2, at_least=10)
     latency_us = seconds_for(torch, source, op, iters) / iters * 1e6
-    del big, big_target, small, small_target
     return {"gbps": bandwidth["gbps"], "blocks": bandwidth["blocks"], "latency_us": latency_us,
             "latency_iters": iters}
 

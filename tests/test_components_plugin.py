@@ -1,0 +1,107 @@
+"""The component tests and --level in the plugin, through pytester with a fake component launch."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.launch.components import ComponentsRun
+from support.profiles import cpu_test_profile
+
+pytest_plugins = ["pytester"]
+
+ACCEPTANCE = Path(__file__).resolve().parent.parent / "acceptance"
+COMPONENTS = "[components]\nmin_gemm_tflops = {{ fp32 = {gemm} }}\nmin_hbm_copy_gbps = 1.0\nsource = \"test\""
+LEVEL_FILES = {
+    "test_scaling": "def test_weak_scaling(harness):\n    pass\n\n"
+                    "import pytest\n@pytest.mark.level('quick')\ndef test_marked_quick(harness):\n    pass\n",
+    "test_soak": "def test_soak(harness):\n    pass\n",
+}
+
+
+def fake_run(spec, run_dir, *, run_id):
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    figures = {"rank": 0, "gpu_index": None, "gpu_uuid": None, "numa_node": None, "bound": False,
+               "gemm": {"fp32": {"tflops": 0.01, "n": 512}}, "hbm": {"copy": {"gbps": 5.0}, "rmw": {"gbps": 6.0}}}
+    return ComponentsRun(run_id=run_id, status="ok", result={"status": "ok", "ranks": [figures], "peer": None})
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch, tmp_path):
+    """An acceptance session with the shipped test_components.py; returns (run, write_profile)."""
+    monkeypatch.setattr("harness.plugin.components.run_components", fake_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+
+    def write_profile(sections=""):
+        (thresholds / "cpu-test.toml").write_text(cpu_test_profile(sections=sections))
+
+    write_profile(COMPONENTS.format(gemm=0.001))
+    pytester.makeini("[pytest]\nharness_acceptance = true\n")
+    pytester.makepyfile(test_components=(ACCEPTANCE / "test_components.py").read_text(), **LEVEL_FILES)
+
+    def run(*args):
+        return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-rs", *args)
+
+    return run, write_profile
+
+
+def test_each_component_is_a_test_of_its_own_and_host_and_peer_are_not_applicable_on_cpu(suite, pytester):
+    run, _ = suite
+    result = run("test_components.py")
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines(["*not applicable: no GPU on a CPU run*"])
+    session = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
+    gemm = session["results"]["test_components.py::test_gemm[cpu0]"]
+    assert [c["key"] for c in gemm["checks"]] == ["components_completed", "gemm_fp32"]
+    assert gemm["components"]["gemm"]["fp32"]["tflops"] == 0.01
+
+
+def test_a_component_below_its_bound_fails_naming_the_rank(suite):
+    run, write_profile = suite
+    write_profile(COMPONENTS.format(gemm=1.0))
+    result = run("test_components.py", "-k", "gemm")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*GEMM fp32 512^3 0.010 TFLOP/s < 1.000 TFLOP/s: CPU rank 0*"])
+
+
+def test_without_bounds_a_component_test_is_skipped_as_not_evaluated_never_passed(suite):
+    run, write_profile = suite
+    write_profile()
+    result = run("test_components.py", "-k", "gemm or memory")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*not evaluated: profile cpu-test has no [[]components[]] bound*"])
+
+
+@pytest.mark.parametrize("args, kept", [
+    ((), {"test_weak_scaling", "test_marked_quick", "test_gemm"}),
+    (("--level", "quick"), {"test_marked_quick", "test_gemm"}),
+    (("--soak", "1s"), {"test_weak_scaling", "test_marked_quick", "test_gemm", "test_soak"}),
+    (("--level", "long", "--soak", "1s"), {"test_weak_scaling", "test_marked_quick", "test_gemm", "test_soak"}),
+])
+def test_level_selects_by_file_and_marker(suite, args, kept):
+    run, _ = suite
+    result = run("--collect-only", "-q", "-k", "not memory and not host and not peer", *args)
+    collected = {line.split("::")[1].split("[")[0] for line in result.outlines if "::" in line}
+    assert collected == kept
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--level", "long"), "*--level long runs the soak: give its duration too*"),
+    (("--level", "quick", "--soak", "1h"), "*--soak runs at --level long, not --level quick*"),
+    (("--level", "fast"), "*invalid choice: 'fast'*"),
+])
+def test_contradictory_levels_are_usage_errors(suite, args, message):
+    run, _ = suite
+    result = run(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_an_unknown_level_marker_is_a_usage_error(suite, pytester):
+    run, _ = suite
+    pytester.makepyfile(test_scaling="import pytest\n@pytest.mark.level('nightly')\ndef test_x(harness):\n    pass\n")
+    result = run("--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*level('nightly')*expected one of quick, standard, long*"])
