@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 from harness.launch.command import worker_command
 from harness.launch.spec import LaunchedSpec, LaunchSettings, check_positive_seconds
 from harness.launch.supervise import JobResult, run_job
 from harness.workloads.busbw import GIB, MIB
-from harness.workloads.components.arith import CPU_GEMM_DTYPES, GEMM_DTYPES, GPU_GEMM_DTYPES
+from harness.node.hardware import GpuInfo
+from harness.workloads.components.arith import CPU_GEMM_DTYPES, GEMM_DTYPES, GPU_GEMM_DTYPES, numa_node_of
 from harness.workloads.components.plan import (COMPONENTS_RESULT_FILE, PARTS, ComponentsPlan, GpuPlacement,
                                                write_components_plan)
 from harness.workloads.plan import PLAN_FILE
@@ -36,6 +37,9 @@ class ComponentSizes:
     peer_bytes: int
     latency_bytes: int
     bandwidth_seconds: float
+    """Timed seconds per memory and host-link figure (each part, each direction)."""
+    peer_seconds: float
+    """Timed seconds per ordered pair: n x (n - 1) pairs must fit the quick level's minutes."""
 
 
 GPU_SIZES = ComponentSizes(
@@ -43,11 +47,22 @@ GPU_SIZES = ComponentSizes(
     # 3 s of warm-up lets the clocks settle under the power cap before the 3 s that are measured.
     gemm_dtypes=GPU_GEMM_DTYPES, gemm_size=8192, gemm_warmup_seconds=3.0, gemm_measure_seconds=3.0,
     block_seconds=0.25, hbm_bytes=4 * GIB, host_bytes=1 * GIB, peer_bytes=256 * MIB, latency_bytes=4,
-    bandwidth_seconds=1.0)
+    bandwidth_seconds=0.5, peer_seconds=0.25)
 CPU_SIZES = ComponentSizes(
     # Seconds in all on a 2-core CI VM; memory traffic well beyond its caches (64 MiB).
     gemm_dtypes=CPU_GEMM_DTYPES, gemm_size=512, gemm_warmup_seconds=0.3, gemm_measure_seconds=1.0,
-    block_seconds=0.1, hbm_bytes=64 * MIB, host_bytes=0, peer_bytes=0, latency_bytes=0, bandwidth_seconds=0.5)
+    block_seconds=0.1, hbm_bytes=64 * MIB, host_bytes=0, peer_bytes=0, latency_bytes=0, bandwidth_seconds=0.5,
+    peer_seconds=0.25)
+
+
+def placements_of(gpus: Sequence[GpuInfo]) -> tuple[GpuPlacement, ...]:
+    """Each local rank's GPU (CUDA order) and its NUMA node from sysfs, as the ranks will bind to it."""
+    found = []
+    for local_rank, gpu in enumerate(gpus):
+        node, why = numa_node_of(gpu.pci_bus_id)
+        found.append(GpuPlacement(local_rank=local_rank, pci_bus_id=gpu.pci_bus_id, numa_node=node,
+                                  numa_node_note=why))
+    return tuple(found)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,7 +83,7 @@ class ComponentsSpec(LaunchedSpec):
         if bad:
             raise ValueError(f"GEMM dtypes {bad} unknown; known: {', '.join(GEMM_DTYPES)}")
         check_positive_seconds(self.sizes, "gemm_warmup_seconds", "gemm_measure_seconds", "block_seconds",
-                               "bandwidth_seconds")
+                               "bandwidth_seconds", "peer_seconds")
 
     @property
     def case_id(self) -> str:
@@ -80,7 +95,8 @@ class ComponentsSpec(LaunchedSpec):
                               gemm_warmup_seconds=s.gemm_warmup_seconds, gemm_measure_seconds=s.gemm_measure_seconds,
                               block_seconds=s.block_seconds, hbm_bytes=s.hbm_bytes, host_bytes=s.host_bytes,
                               peer_bytes=s.peer_bytes, latency_bytes=s.latency_bytes,
-                              bandwidth_seconds=s.bandwidth_seconds, placements=self.placements,
+                              bandwidth_seconds=s.bandwidth_seconds, peer_seconds=s.peer_seconds,
+                              placements=self.placements,
                               run_dir=Path(run_dir), run_id=run_id)
 
 

@@ -18,14 +18,13 @@ import pytest
 
 from harness.checks import components as checks
 from harness.checks.verdict import Check, telemetry_checks
-from harness.launch.components import CPU_SIZES, GPU_SIZES, ComponentsRun, ComponentsSpec, run_components
+from harness.launch.components import (CPU_SIZES, GPU_SIZES, ComponentsRun, ComponentsSpec, placements_of,
+                                       run_components)
 from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext
 from harness.plugin.options import LEVELS
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
-from harness.workloads.components.arith import numa_node_of
-from harness.workloads.components.plan import GpuPlacement
 
 NO_GPU = "no GPU on a CPU run"
 TEST_LEVELS = {
@@ -121,21 +120,11 @@ def parametrize(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_accep
 # --- the one launch, judged per GPU and per pair ------------------------------------------------
 
 
-def placements(ctx: SessionContext) -> tuple[GpuPlacement, ...]:
-    """Each local rank's GPU and its NUMA node (sysfs), as the ranks will bind to it."""
-    found = []
-    for local_rank, gpu in enumerate(ctx.hardware.gpus):
-        node, why = numa_node_of(gpu.pci_bus_id)
-        found.append(GpuPlacement(local_rank=local_rank, pci_bus_id=gpu.pci_bus_id, numa_node=node,
-                                  numa_node_note=why))
-    return tuple(found)
-
-
 def components_spec(ctx: SessionContext) -> ComponentsSpec:
     """Every GPU of the node at once; one rank on a CPU profile (its figures are a self-check)."""
     if ctx.device == "cuda":
         return ComponentsSpec(launch=launch_settings(ctx, ctx.hardware.gpu_count), sizes=GPU_SIZES,
-                              placements=placements(ctx))
+                              placements=placements_of(ctx.hardware.gpus))
     return ComponentsSpec(launch=launch_settings(ctx, 1), sizes=CPU_SIZES, parts=("gemm", "hbm"))
 
 

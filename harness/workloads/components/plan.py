@@ -44,7 +44,9 @@ class ComponentsPlan:
     peer_bytes: int
     latency_bytes: int
     bandwidth_seconds: float
-    """Timed seconds per bandwidth figure (each direction, each pair)."""
+    """Timed seconds per memory and host-link figure (each part, each direction)."""
+    peer_seconds: float
+    """Timed seconds per ordered GPU pair."""
     placements: tuple[GpuPlacement, ...]
     run_dir: Path
     run_id: str

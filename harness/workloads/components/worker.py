@@ -73,7 +73,7 @@ def _peer_matrix(plan: ComponentsPlan, group: ProcessGroup) -> dict:
     devices = [torch.device("cuda", i) for i in range(count)]
     labels = [{"index": physical_gpu_index(i), "uuid": gpu_uuid(torch, d)} for i, d in enumerate(devices)]
     rows = kernels.peer_matrix(torch, devices, labels, torch.cuda.can_device_access_peer, nbytes=plan.peer_bytes,
-                               latency_bytes=plan.latency_bytes, seconds=plan.bandwidth_seconds)
+                               latency_bytes=plan.latency_bytes, seconds=plan.peer_seconds)
     return {"gpus": labels, "pairs": rows}
 
 
@@ -109,7 +109,7 @@ def measure(plan: ComponentsPlan, rank: Rank) -> None:
     peer = None
     if "peer" in plan.parts and group.cuda:
         count = group.torch.cuda.device_count()
-        _phase(rank, "peer", expected_s=count * count * 2 * (plan.bandwidth_seconds + 0.5) + 10)
+        _phase(rank, "peer", expected_s=count * count * 2 * (plan.peer_seconds + 0.5) + 10)
         if rank.rank == 0 and count > 1:
             peer = _peer_matrix(plan, group)
         barrier()
