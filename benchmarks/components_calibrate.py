@@ -28,9 +28,9 @@ from harness.workloads.components.plan import PARTS  # noqa: E402
 RATE_PATHS = {
     **{f"min_gemm_tflops.{d}": ("gemm", d, "tflops") for d in ("bf16", "fp16", "tf32", "fp32")},
     "min_hbm_copy_gbps": ("hbm", "copy", "gbps"), "min_hbm_rmw_gbps": ("hbm", "rmw", "gbps"),
-    "min_h2d_gbps": ("host", "alone", "h2d", "gbps"), "min_d2h_gbps": ("host", "alone", "d2h", "gbps"),
-    "min_h2d_concurrent_gbps": ("host", "concurrent", "h2d", "gbps"),
-    "min_d2h_concurrent_gbps": ("host", "concurrent", "d2h", "gbps"),
+    "min_h2d_gbps": ("host_link", "alone", "h2d", "gbps"), "min_d2h_gbps": ("host_link", "alone", "d2h", "gbps"),
+    "min_h2d_concurrent_gbps": ("host_link", "concurrent", "h2d", "gbps"),
+    "min_d2h_concurrent_gbps": ("host_link", "concurrent", "d2h", "gbps"),
 }
 
 

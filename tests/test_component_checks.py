@@ -3,6 +3,7 @@ tensors (the peer matrix with CPU tensors standing in for GPUs), the checks, the
 profile section, and one real launch on a CPU rank (slow)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,7 +124,7 @@ def test_memory_bandwidth_pass_and_fail():
 def test_host_link_judges_both_directions_alone_and_together_and_the_numa_binding():
     host = {"alone": {"h2d": {"gbps": 54.5}, "d2h": {"gbps": 20.0}},
             "concurrent": {"h2d": {"gbps": 50.0}, "d2h": {"gbps": 50.0}}}
-    found = checks.host_link_checks(rank(host=host, numa_node=1, bound=True, cpu_affinity=[56, 57, 58, 60],
+    found = checks.host_link_checks(rank(host_link=host, numa_node=1, bound=True, cpu_affinity=[56, 57, 58, 60],
                                          binding_note="bound to NUMA node 1's CPUs"),
                                     bounds(min_h2d_gbps=49.0, min_d2h_gbps=49.0), no_bounds="x")
     by_key = {c.key: c for c in found}
@@ -201,5 +202,56 @@ def test_a_cpu_launch_measures_gemm_and_memory(tmp_path):
     assert run.status == "ok", run.failure
     figures = run.rank_of_gpu(0)
     assert figures["gemm"]["fp32"]["tflops"] > 0 and figures["hbm"]["copy"]["gbps"] > 0
-    assert "host" not in figures and run.result["peer"] is None
+    assert "host_link" not in figures and run.result["peer"] is None
     assert json.loads((tmp_path / "components.json").read_text())["ranks"][0]["binding_note"] == "not bound: a CPU run"
+
+
+# --- the plan and the NUMA binding ---------------------------------------------------------------
+
+
+def placement(node, note=""):
+    from harness.workloads.components.plan import GpuPlacement
+
+    return GpuPlacement(local_rank=0, pci_bus_id="00000000:1B:00.0", numa_node=node, numa_node_note=note)
+
+
+def test_the_plan_travels_whole(tmp_path):
+    from harness.launch.components import GPU_SIZES
+    from harness.workloads.components.plan import read_components_plan, write_components_plan
+
+    spec = ComponentsSpec(launch=LaunchSettings(gpus_per_node=1), sizes=GPU_SIZES, placements=(placement(1),))
+    plan = spec.plan(tmp_path, "run-1")
+    write_components_plan(tmp_path / "plan.json", plan)
+    assert read_components_plan(tmp_path / "plan.json") == plan
+    (tmp_path / "plan.json").write_text("{}")
+    with pytest.raises(SystemExit, match="not a readable ComponentsPlan"):
+        read_components_plan(tmp_path / "plan.json")
+
+
+def test_a_spec_refuses_unknown_parts_and_dtypes():
+    with pytest.raises(ValueError, match="parts"):
+        ComponentsSpec(launch=LaunchSettings(gpus_per_node=1), sizes=CPU_SIZES, parts=("gemm", "disk"))
+
+
+def test_a_rank_binds_to_its_gpus_numa_node_and_says_when_it_cannot(monkeypatch):
+    from harness.launch.components import GPU_SIZES
+    from harness.workloads.components import worker
+
+    pinned = []
+    monkeypatch.setattr(worker.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(worker.os, "sched_setaffinity", lambda pid, cpus: pinned.append(sorted(cpus)))
+    monkeypatch.setattr(worker, "node_cpus", lambda node: ([2, 3, 4, 5], ""))
+
+    def plan(*placements):
+        return ComponentsSpec(launch=LaunchSettings(gpus_per_node=1), sizes=GPU_SIZES,
+                              placements=placements).plan(Path("/tmp"), "r")
+
+    bound = worker.bind_to_numa_node(plan(placement(1)), 0)
+    assert bound["bound"] and bound["cpu_affinity"] == [2, 3] and pinned == [[2, 3]]
+    unknown = worker.bind_to_numa_node(plan(placement(None, "sysfs says -1")), 0)
+    assert not unknown["bound"] and "sysfs says -1" in unknown["binding_note"]
+    assert unknown["cpu_affinity"] == [0, 1, 2, 3]
+    monkeypatch.setattr(worker, "node_cpus", lambda node: ([8, 9], ""))
+    outside = worker.bind_to_numa_node(plan(placement(1)), 0)
+    assert outside["numa_node"] == 1 and not outside["bound"]
+    assert "no CPU this process may use" in outside["binding_note"]

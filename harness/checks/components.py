@@ -91,7 +91,7 @@ def hbm_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: str) ->
 
 def host_link_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: str) -> list[Check]:
     """Both directions, alone and with every GPU at once; then whether the process sat on the GPU's NUMA node."""
-    where, figures = label_of(rank), rank.get("host") or {}
+    where, figures = label_of(rank), rank.get("host_link") or {}
     numa = rank.get("numa_node")
     place = f"{where}, NUMA node {numa if numa is not None else 'unknown'}"
     checks = []

@@ -18,30 +18,12 @@ from harness.launch.supervise import JobResult, run_job
 from harness.workloads.busbw import GIB, MIB
 from harness.node.hardware import GpuInfo
 from harness.workloads.components.arith import CPU_GEMM_DTYPES, GEMM_DTYPES, GPU_GEMM_DTYPES, numa_node_of
-from harness.workloads.components.plan import (COMPONENTS_RESULT_FILE, PARTS, ComponentsPlan, GpuPlacement,
-                                               write_components_plan)
+from harness.workloads.components.plan import (COMPONENTS_RESULT_FILE, PARTS, ComponentSizes, ComponentsPlan,
+                                               GpuPlacement, write_components_plan)
 from harness.workloads.plan import PLAN_FILE
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ComponentSizes:
-    """Problem sizes and timings of one device kind; GPU: as the lead's H100 probe (docs/components.md)."""
-
-    gemm_dtypes: tuple[str, ...]
-    gemm_size: int
-    gemm_warmup_seconds: float
-    gemm_measure_seconds: float
-    block_seconds: float
-    hbm_bytes: int
-    host_bytes: int
-    peer_bytes: int
-    latency_bytes: int
-    bandwidth_seconds: float
-    """Timed seconds per memory and host-link figure (each part, each direction)."""
-    peer_seconds: float
-    """Timed seconds per ordered pair: n x (n - 1) pairs must fit the quick level's minutes."""
-
-
+# GPU: the sizes of the lead's H100 probe (docs/components.md).
 GPU_SIZES = ComponentSizes(
     # 8192^3: large enough to run the tensor cores at their settled rate (1.6 ms a product on H100);
     # 3 s of warm-up lets the clocks settle under the power cap before the 3 s that are measured.
@@ -90,13 +72,7 @@ class ComponentsSpec(LaunchedSpec):
         return f"components-{self.gpus_per_node}gpu"
 
     def plan(self, run_dir: Path, run_id: str) -> ComponentsPlan:
-        s = self.sizes
-        return ComponentsPlan(device=self.device, parts=self.parts, gemm_dtypes=s.gemm_dtypes, gemm_size=s.gemm_size,
-                              gemm_warmup_seconds=s.gemm_warmup_seconds, gemm_measure_seconds=s.gemm_measure_seconds,
-                              block_seconds=s.block_seconds, hbm_bytes=s.hbm_bytes, host_bytes=s.host_bytes,
-                              peer_bytes=s.peer_bytes, latency_bytes=s.latency_bytes,
-                              bandwidth_seconds=s.bandwidth_seconds, peer_seconds=s.peer_seconds,
-                              placements=self.placements,
+        return ComponentsPlan(device=self.device, parts=self.parts, sizes=self.sizes, placements=self.placements,
                               run_dir=Path(run_dir), run_id=run_id)
 
 

@@ -28,9 +28,9 @@ class GpuPlacement:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ComponentsPlan:
-    device: Device
-    parts: tuple[str, ...]
+class ComponentSizes:
+    """Problem sizes and timings of one device kind (the defaults: harness/launch/components.py)."""
+
     gemm_dtypes: tuple[str, ...]
     gemm_size: int
     """n of the n x n x n products."""
@@ -38,7 +38,7 @@ class ComponentsPlan:
     """Untimed products per dtype first, long enough for clocks and power to settle."""
     gemm_measure_seconds: float
     block_seconds: float
-    """Timed blocks of about this length; a figure is the median of its blocks (the settled rate)."""
+    """Timed GEMM blocks of about this length; a figure is the median of its blocks (the settled rate)."""
     hbm_bytes: int
     host_bytes: int
     peer_bytes: int
@@ -46,7 +46,14 @@ class ComponentsPlan:
     bandwidth_seconds: float
     """Timed seconds per memory and host-link figure (each part, each direction)."""
     peer_seconds: float
-    """Timed seconds per ordered GPU pair."""
+    """Timed seconds per ordered pair: n x (n - 1) pairs must fit the quick level's minutes."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ComponentsPlan:
+    device: Device
+    parts: tuple[str, ...]
+    sizes: ComponentSizes
     placements: tuple[GpuPlacement, ...]
     run_dir: Path
     run_id: str
@@ -64,9 +71,10 @@ def read_components_plan(path: Path) -> ComponentsPlan:
         data = json.loads(Path(path).read_text())
         if data.pop("kind", None) != "ComponentsPlan":
             raise ValueError("not a ComponentsPlan")
-        tuples = {key: tuple(data[key]) for key in ("parts", "gemm_dtypes")}
-        placements = tuple(GpuPlacement(**p) for p in data.pop("placements"))
-        return ComponentsPlan(**{**data, **tuples, "placements": placements, "run_dir": Path(data["run_dir"])})
+        sizes = ComponentSizes(**{**data["sizes"], "gemm_dtypes": tuple(data["sizes"]["gemm_dtypes"])})
+        placements = tuple(GpuPlacement(**p) for p in data["placements"])
+        return ComponentsPlan(**{**data, "parts": tuple(data["parts"]), "sizes": sizes, "placements": placements,
+                                 "run_dir": Path(data["run_dir"])})
     except (OSError, ValueError, TypeError, KeyError) as err:
         raise SystemExit(f"{path}: not a readable ComponentsPlan ({err}); plans are written by the harness "
                          "launcher (harness/launch/components.py), not by hand") from None

@@ -53,15 +53,15 @@ def _phase(rank: Rank, name: str, expected_s: float) -> None:
 
 def _host_link(plan: ComponentsPlan, group: ProcessGroup, rank: Rank, barrier: Any) -> dict:
     """Each GPU alone (one rank at a time, the others waiting), then all at once."""
-    one_s = 2 * (plan.bandwidth_seconds + 0.5)
+    one_s = 2 * (plan.sizes.bandwidth_seconds + 0.5)
     alone = None
     for turn in range(rank.world_size):
         _phase(rank, "host_alone", expected_s=one_s * (rank.world_size - turn) + 5)
         if turn == rank.rank:
-            alone = kernels.host_link(group.torch, group.device, plan.host_bytes, plan.bandwidth_seconds)
+            alone = kernels.host_link(group.torch, group.device, plan.sizes.host_bytes, plan.sizes.bandwidth_seconds)
         barrier()
     _phase(rank, "host_concurrent", expected_s=one_s + 5)
-    concurrent = kernels.host_link(group.torch, group.device, plan.host_bytes, plan.bandwidth_seconds)
+    concurrent = kernels.host_link(group.torch, group.device, plan.sizes.host_bytes, plan.sizes.bandwidth_seconds)
     barrier()
     return {"alone": alone, "concurrent": concurrent}
 
@@ -72,8 +72,8 @@ def _peer_matrix(plan: ComponentsPlan, group: ProcessGroup) -> dict:
     count = torch.cuda.device_count()
     devices = [torch.device("cuda", i) for i in range(count)]
     labels = [{"index": physical_gpu_index(i), "uuid": gpu_uuid(torch, d)} for i, d in enumerate(devices)]
-    rows = kernels.peer_matrix(torch, devices, labels, torch.cuda.can_device_access_peer, nbytes=plan.peer_bytes,
-                               latency_bytes=plan.latency_bytes, seconds=plan.peer_seconds)
+    rows = kernels.peer_matrix(torch, devices, labels, torch.cuda.can_device_access_peer, nbytes=plan.sizes.peer_bytes,
+                               latency_bytes=plan.sizes.latency_bytes, seconds=plan.sizes.peer_seconds)
     return {"gpus": labels, "pairs": rows}
 
 
@@ -94,22 +94,24 @@ def measure(plan: ComponentsPlan, rank: Rank) -> None:
                             "device_name": group.device_name, **binding}
     barrier()
     if "gemm" in plan.parts:
-        per_dtype_s = plan.gemm_warmup_seconds + plan.gemm_measure_seconds + 5
-        _phase(rank, "gemm", expected_s=per_dtype_s * len(plan.gemm_dtypes))
-        mine["gemm"] = {dtype: kernels.gemm(group.torch, group.device, dtype, plan.gemm_size,
-                                            warmup_s=plan.gemm_warmup_seconds, measure_s=plan.gemm_measure_seconds,
-                                            block_s=plan.block_seconds) for dtype in plan.gemm_dtypes}
+        sizes = plan.sizes
+        per_dtype_s = sizes.gemm_warmup_seconds + sizes.gemm_measure_seconds + 5
+        # "measure": the telemetry sampler records while a rank is in it, so the GEMMs' window is sampled.
+        _phase(rank, "measure", expected_s=per_dtype_s * len(sizes.gemm_dtypes))
+        mine["gemm"] = {dtype: kernels.gemm(group.torch, group.device, dtype, sizes.gemm_size,
+                                            warmup_s=sizes.gemm_warmup_seconds, measure_s=sizes.gemm_measure_seconds,
+                                            block_s=sizes.block_seconds) for dtype in sizes.gemm_dtypes}
         barrier()
     if "hbm" in plan.parts:
-        _phase(rank, "hbm", expected_s=4 * plan.bandwidth_seconds + 10)
-        mine["hbm"] = kernels.hbm(group.torch, group.device, plan.hbm_bytes, plan.bandwidth_seconds)
+        _phase(rank, "hbm", expected_s=4 * plan.sizes.bandwidth_seconds + 10)
+        mine["hbm"] = kernels.hbm(group.torch, group.device, plan.sizes.hbm_bytes, plan.sizes.bandwidth_seconds)
         barrier()
     if "host" in plan.parts and group.cuda:
-        mine["host"] = _host_link(plan, group, rank, barrier)
+        mine["host_link"] = _host_link(plan, group, rank, barrier)
     peer = None
     if "peer" in plan.parts and group.cuda:
         count = group.torch.cuda.device_count()
-        _phase(rank, "peer", expected_s=count * count * 2 * (plan.peer_seconds + 0.5) + 10)
+        _phase(rank, "peer", expected_s=count * count * 2 * (plan.sizes.peer_seconds + 0.5) + 10)
         if rank.rank == 0 and count > 1:
             peer = _peer_matrix(plan, group)
         barrier()
