@@ -83,3 +83,21 @@ def test_node_check_passes_quietly_and_drains_on_fail(tmp_path):
     assert scontrol.startswith("update nodename=gpu07 state=drain reason=gpu-acceptance quick: FAIL; report ")
     _, _, scontrol = node_check(tmp_path, 4)
     assert "could not start" in scontrol.splitlines()[-1]
+
+
+def test_the_page_shows_the_gpu_table_and_the_heatmap(tmp_path):
+    import json
+    import shutil
+
+    from harness.report.render import build_report
+
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "docs" / "data" / "2026-11-21-h200x4-acceptance", run)
+    session = json.loads((run / "session.json").read_text())
+    session["hardware"]["gpus"] = HEADER["hardware"]["gpus"]
+    for result in TESTS:
+        session["results"][result.nodeid] = {**result.harness, "case": result.nodeid}
+    (run / "session.json").write_text(json.dumps(session))
+    html = build_report(run)
+    assert '<section id="gpus">' in html and "GEMM bf16" in html and "GPU-bbb" in html
+    assert "GPU-to-GPU copy bandwidth" in html and "<svg" in html
