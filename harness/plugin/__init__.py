@@ -112,21 +112,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     components.parametrize(metafunc, None if session is None else session.ctx, not_acceptance)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--level``: deselect the tests above the session's run level (harness/plugin/components.py)."""
-    harness_session = config.stash.get(SESSION_KEY, None)
-    if harness_session is not None:
-        components.select_level(config, items, harness_session.ctx.options.level)
-
-
 NODE_SHAPE_TEST = "test_node_shape"
 """acceptance/test_node.py's test: run before any benchmark, whatever the file order."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The node-shape test first: a missing GPU is the first thing a sign-off says (a stable sort); the
+    """``--level`` deselects the tests above the session's run level (harness/plugin/components.py); then
+    the node-shape test first: a missing GPU is the first thing a sign-off says (a stable sort); the
     GPU-state tests last: they judge the end of the session, after every benchmark."""
-    if config.stash.get(SESSION_KEY, None) is not None:
+    harness_session = config.stash.get(SESSION_KEY, None)
+    if harness_session is not None:
+        components.select_level(config, items, harness_session.ctx.options.level)
         items.sort(key=lambda item: getattr(item, "originalname", item.name) != NODE_SHAPE_TEST)
         order_last(items)
 

@@ -154,6 +154,7 @@ class MeasuredStack(_JsonForm):
     """NCCL as torch reports it, e.g. ``2.28.9``."""
     driver: str | None = None
     """The NVIDIA driver, e.g. ``580.159.04``."""
+    source: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,7 +167,6 @@ class ComponentBounds(_JsonForm):
     """GEMM dtype -> datasheet dense peak, where [hardware] peak_tflops has none (tf32)."""
     datasheet_hbm_gbps: float | None = None
     """Datasheet memory bandwidth per GPU, GB/s."""
-    datasheet_source: str | None = None
     min_hbm_copy_gbps: float | None = None
     """Device-to-device copy, GB/s counting bytes read and written."""
     min_hbm_rmw_gbps: float | None = None

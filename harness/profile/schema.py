@@ -6,21 +6,22 @@ hour: every problem in a file becomes one line naming the file, the key path, th
 is allowed (harness/profile/problems.py), and all of a file's problems are raised together.
 
 The schema is declared as tables of ``Field`` specs below (``TOP_LEVEL_FIELDS`` and the section
-tables it nests). Adding a key is one ``Field(...)`` line here, plus the dataclass field that
-carries it to the verdict (harness/profile/bounds.py); ``check_table`` does the rest (type, range,
-unknown keys, missing keys). Rules that relate two keys are in harness/profile/rules.py.
+tables it nests; the value kinds, STRING, NUMBER, ..., are in harness/profile/kinds.py). Adding a key
+is one ``Field(...)`` line here, plus the dataclass field that carries it to the verdict
+(harness/profile/bounds.py); ``check_table`` does the rest (type, range, unknown keys, missing keys). Rules that relate two keys are in harness/profile/rules.py.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
-import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.catalog import MODELS, PRECISIONS
-from harness.profile.problems import INVALID, ArrayIndex, KeyPath, ProblemReport, toml_repr, toml_type
+from harness.profile.kinds import (BOOLEAN, FRACTION_BY_GPU_COUNT, GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER,
+                                   NUMBER_BY_GPU_COUNT, STRING, STRING_ARRAY, Kind, Rule, keyed_table, number,
+                                   wrong_type)
+from harness.profile.problems import KeyPath, ProblemReport, toml_repr
 from harness.workloads.components.arith import GEMM_DTYPES
 
 SCHEMA_VERSION = 1
@@ -29,19 +30,6 @@ SCHEMA_VERSION = 1
 
 # ---------------------------------------------------------------------------------------------
 # The declarative schema: Field specs, their kinds, and range rules
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """A range check on a value of the right type, and the words a user reads when it fails."""
-
-    accepts: Callable[[Any], bool]
-    allowed: str
-
-
-Kind = Callable[[Any, KeyPath, ProblemReport, "Field"], Any]
-"""Checks one value's type (and its Field's rule), reports problems, returns the converted value
-or INVALID."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,139 +49,6 @@ class Field:
     """A case bound that [defaults] may set for every case."""
 
 
-def _apply(rule: Rule | None, value: Any, where: KeyPath, report: ProblemReport) -> Any:
-    if rule is None or rule.accepts(value):
-        return value
-    report.add(where, rule.allowed, value)
-    return INVALID
-
-
-def _wrong_type(value: Any, expected: str, where: KeyPath, report: ProblemReport, hint: str = "") -> Any:
-    report.add(where, f"expected {expected}, got {toml_type(value)}{hint}", value)
-    return INVALID
-
-
-def _looks_like_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _string(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-    if not isinstance(value, str):
-        return _wrong_type(value, "a string", where, report)
-    return _apply(spec.rule, value, where, report)
-
-
-def _integer(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _apply(spec.rule, value, where, report)
-    hint = ""
-    if isinstance(value, float) and value.is_integer():
-        hint = f"; write {int(value)}, without a decimal point"
-    elif isinstance(value, str) and value.strip().isdigit():
-        hint = "; remove the quotes"
-    return _wrong_type(value, "an integer", where, report, hint)
-
-
-def _number(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-    if isinstance(value, bool):
-        return _wrong_type(value, "a number", where, report, " (true/false is not a number)")
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            report.add(where, "expected a finite number", value)
-            return INVALID
-        # The rule sees the value as written, so a message shows "101", not "101.0".
-        checked = _apply(spec.rule, value, where, report)
-        return checked if checked is INVALID else float(checked)
-    hint = "; remove the quotes" if isinstance(value, str) and _looks_like_number(value) else ""
-    return _wrong_type(value, "a number", where, report, hint)
-
-
-def _boolean(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-    if isinstance(value, bool):
-        return value
-    hint = "; remove the quotes" if isinstance(value, str) and value in ("true", "false") else ""
-    return _wrong_type(value, "a boolean (true or false)", where, report, hint)
-
-
-def _array_of(element: Kind, noun: str) -> Kind:
-    """An array of ``noun``s, non-empty, each checked by ``element`` and listed once; a tuple."""
-
-    def check(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-        if not isinstance(value, list):
-            return _wrong_type(value, f"an array of {noun}s", where, report)
-        if not value:
-            report.add(where, f"must list at least one {noun}", value)
-            return INVALID
-        items: list[Any] = []
-        for index, item in enumerate(value):
-            item_where = (*where, ArrayIndex(index))
-            converted = element(item, item_where, report, spec)
-            if converted is INVALID:
-                continue
-            if converted in items:
-                report.add(item_where, f"repeats an earlier entry; list each {noun} once", item)
-                continue
-            items.append(converted)
-        return tuple(items) if len(items) == len(value) else INVALID
-
-    return check
-
-
-KeyParser = Callable[[str, Any, KeyPath, ProblemReport], Any]
-"""Checks one table key (the value beside it is shown in a problem), returns the converted key or INVALID."""
-
-
-def _keyed_table(element: Kind, expected: str, parse_key: KeyParser) -> Kind:
-    """A table whose keys ``parse_key`` converts, each value checked by ``element``; all valid or INVALID."""
-
-    def check(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-        if not isinstance(value, dict):
-            return _wrong_type(value, expected, where, report)
-        converted_by_key: dict[Any, Any] = {}
-        valid = True
-        for raw_key, item in value.items():
-            key = parse_key(raw_key, item, where, report)
-            converted = INVALID if key is INVALID else element(item, (*where, key), report, spec)
-            if converted is INVALID:
-                valid = False
-            else:
-                converted_by_key[key] = converted
-        return converted_by_key if valid else INVALID
-
-    return check
-
-
-_GPU_COUNT_TABLE_EXAMPLE = "{ 2 = ..., 8 = ... }"
-
-
-def _gpu_count_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
-    if not (key.isascii() and key.isdigit()) or key != str(int(key)):
-        report.add((*where, key), f"GPU-count key {json.dumps(key)} is not a plain integer; expected an "
-                   f"integer GPU count >= 2, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", item)
-        return INVALID
-    gpu_count = int(key)
-    if gpu_count < 2:
-        report.add((*where, gpu_count), f"GPU count {gpu_count} is out of range; GPU-count keys here are "
-                   "integers >= 2 (a single GPU has nothing to scale or all-reduce against)", item)
-        return INVALID
-    return gpu_count
-
-
-def _gpu_count_table(element: Kind) -> Kind:
-    """A table keyed by GPU count (>= 2: nothing scales or all-reduces on one GPU); int keys, ascending."""
-    keyed = _keyed_table(element, f"a table of GPU count = value, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", _gpu_count_key)
-
-    def check(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-        converted = keyed(value, where, report, spec)
-        return converted if converted is INVALID else dict(sorted(converted.items()))
-
-    return check
-
-
 def _precision_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
     if key not in PRECISIONS:
         report.add((*where, key), _unknown(key, PRECISIONS, noun="precision"))
@@ -204,19 +59,19 @@ def _precision_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -
 def _precision_table(element: Kind) -> Kind:
     """A table keyed by precision (harness.catalog.PRECISIONS)."""
     example = ", ".join(f"{precision} = ..." for precision in PRECISIONS)
-    return _keyed_table(element, f"a table of precision = value, e.g. {{ {example} }}", _precision_key)
+    return keyed_table(element, f"a table of precision = value, e.g. {{ {example} }}", _precision_key)
 
 
 def _table(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
     if not isinstance(value, dict):
-        return _wrong_type(value, "a table", where, report)
+        return wrong_type(value, "a table", where, report)
     return check_table(value, spec.fields, where, report)
 
 
 def _cases(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
     """``[models.<model>.<precision>]`` tables -> {(model, precision): checked case table}."""
     if not isinstance(value, dict):
-        return _wrong_type(value, "a table of [models.<model>.<precision>] cases", where, report,
+        return wrong_type(value, "a table of [models.<model>.<precision>] cases", where, report,
                            "; the models of the default matrix are listed in [defaults] models")
     cases: dict[tuple[str, str], dict[str, Any]] = {}
     for model, by_precision in value.items():
@@ -224,7 +79,7 @@ def _cases(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> An
             report.add((*where, model), _unknown(model, MODELS, noun="model"))
             continue
         if not isinstance(by_precision, dict):
-            _wrong_type(by_precision, f"a table of precisions, e.g. [models.{model}.fp16]", (*where, model), report)
+            wrong_type(by_precision, f"a table of precisions, e.g. [models.{model}.fp16]", (*where, model), report)
             continue
         for precision, case in by_precision.items():
             case_where = (*where, model, precision)
@@ -233,32 +88,15 @@ def _cases(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> An
                            + f"; a case is a [models.{model}.<precision>] table")
                 continue
             if not isinstance(case, dict):
-                _wrong_type(case, "a table of bounds", case_where, report)
+                wrong_type(case, "a table of bounds", case_where, report)
                 continue
             cases[(model, precision)] = check_table(case, CASE_FIELDS, case_where, report)
     return cases
 
 
-def _gemm_dtype_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
-    if key not in GEMM_DTYPES:
-        report.add((*where, key), _unknown(key, GEMM_DTYPES, noun="GEMM dtype"))
-        return INVALID
-    return key
-
-
-STRING: Kind = _string
-INTEGER: Kind = _integer
-NUMBER: Kind = _number
-BOOLEAN: Kind = _boolean
 TABLE: Kind = _table
 CASES: Kind = _cases
-STRING_ARRAY: Kind = _array_of(_string, "string")
-GPU_COUNT_ARRAY: Kind = _array_of(_integer, "GPU count")
-FRACTION_BY_GPU_COUNT: Kind = _gpu_count_table(_number)
-NUMBER_BY_GPU_COUNT: Kind = _gpu_count_table(_number)
-NUMBER_BY_PRECISION: Kind = _precision_table(_number)
-NUMBER_BY_GEMM_DTYPE: Kind = _keyed_table(_number, "a table of GEMM dtype = TFLOP/s, e.g. { bf16 = ..., tf32 = ... }",
-                                          _gemm_dtype_key)
+NUMBER_BY_PRECISION: Kind = _precision_table(number)
 
 
 def _greater_than(low: float, unit: str = "") -> Rule:
@@ -420,31 +258,21 @@ GPU_STATE_FIELDS = (
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
-_GBPS = _greater_than(0, " GB/s")
-COMPONENTS_FIELDS = (
-    # Each bound holds for every GPU on its own (docs/components.md); GB/s is 10^9 bytes/s.
-    Field(key="min_gemm_tflops", kind=NUMBER_BY_GEMM_DTYPE, rule=_greater_than(0, " TFLOP/s"),
-          doc="GEMM dtype (bf16, fp16, tf32, fp32) -> lowest settled dense GEMM TFLOP/s per GPU"),
-    Field(key="datasheet_tflops", kind=NUMBER_BY_GEMM_DTYPE, rule=_greater_than(0, " TFLOP/s"),
-          doc="GEMM dtype -> datasheet dense peak TFLOP/s, for the fraction of peak where [hardware] "
-              "peak_tflops has no such precision (tf32)"),
-    Field(key="datasheet_hbm_gbps", kind=NUMBER, rule=_GBPS,
-          doc="datasheet memory bandwidth per GPU, GB/s, for the fraction of peak"),
-    Field(key="datasheet_source", kind=STRING, rule=_NOT_EMPTY, doc="where the datasheet figures come from"),
-    Field(key="min_hbm_copy_gbps", kind=NUMBER, rule=_GBPS,
-          doc="lowest device-to-device copy bandwidth per GPU, GB/s (bytes read + bytes written)"),
-    Field(key="min_hbm_rmw_gbps", kind=NUMBER, rule=_GBPS,
-          doc="lowest read-modify-write bandwidth per GPU, GB/s (bytes read + bytes written)"),
-    Field(key="min_h2d_gbps", kind=NUMBER, rule=_GBPS, doc="lowest pinned host-to-GPU bandwidth, each GPU alone, GB/s"),
-    Field(key="min_d2h_gbps", kind=NUMBER, rule=_GBPS, doc="lowest pinned GPU-to-host bandwidth, each GPU alone, GB/s"),
-    Field(key="min_h2d_concurrent_gbps", kind=NUMBER, rule=_GBPS,
-          doc="lowest pinned host-to-GPU bandwidth per GPU with every GPU copying at once, GB/s"),
-    Field(key="min_d2h_concurrent_gbps", kind=NUMBER, rule=_GBPS,
-          doc="lowest pinned GPU-to-host bandwidth per GPU with every GPU copying at once, GB/s"),
-    Field(key="min_peer_gbps", kind=NUMBER, rule=_GBPS,
-          doc="lowest GPU-to-GPU copy bandwidth of any ordered pair, GB/s"),
+_GBPS, _TFLOPS = _greater_than(0, " GB/s"), _greater_than(0, " TFLOP/s")
+_BY_GEMM_DTYPE = tuple(Field(key=dtype, kind=NUMBER, rule=_TFLOPS, doc=f"{dtype}, TFLOP/s") for dtype in GEMM_DTYPES)
+COMPONENTS_FIELDS = (  # each bound per GPU (per ordered pair), GB/s = 10^9 bytes/s (docs/components.md)
+    Field(key="min_gemm_tflops", kind=TABLE, fields=_BY_GEMM_DTYPE, doc="lowest settled dense TFLOP/s per dtype"),
+    Field(key="datasheet_tflops", kind=TABLE, fields=_BY_GEMM_DTYPE,
+          doc="datasheet dense peak TFLOP/s per dtype where [hardware] peak_tflops has none (tf32)"),
+    Field(key="datasheet_hbm_gbps", kind=NUMBER, rule=_GBPS, doc="datasheet memory bandwidth per GPU, GB/s"),
+    Field(key="min_hbm_copy_gbps", kind=NUMBER, rule=_GBPS, doc="lowest device-to-device copy, GB/s (read + written)"),
+    Field(key="min_hbm_rmw_gbps", kind=NUMBER, rule=_GBPS, doc="lowest read-modify-write, GB/s (read + written)"),
+    *(Field(key=f"min_{way}{mode}_gbps", kind=NUMBER, rule=_GBPS, doc=f"lowest pinned {words} bandwidth{how}, GB/s")
+      for way, words in (("h2d", "host-to-GPU"), ("d2h", "GPU-to-host"))
+      for mode, how in (("", ", each GPU alone"), ("_concurrent", " per GPU, every GPU at once"))),
+    Field(key="min_peer_gbps", kind=NUMBER, rule=_GBPS, doc="lowest GPU-to-GPU copy of each ordered pair, GB/s"),
     Field(key="max_peer_latency_us", kind=NUMBER, rule=_greater_than(0, " us"),
-          doc="highest GPU-to-GPU time of a 4-byte copy of any ordered pair, microseconds"),
+          doc="highest GPU-to-GPU 4-byte copy time of each ordered pair, microseconds"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
@@ -462,8 +290,7 @@ TOP_LEVEL_FIELDS = (
     Field(key="stack", kind=TABLE, fields=STACK_FIELDS, doc="[stack]: the software the bounds were measured on"),
     Field(key="node", kind=TABLE, fields=NODE_FIELDS, doc="[node]: the GPUs a node of this kind has"),
     Field(key="gpu_state", kind=TABLE, fields=GPU_STATE_FIELDS, doc="[gpu_state]: what NVML must say of each GPU"),
-    Field(key="components", kind=TABLE, fields=COMPONENTS_FIELDS,
-          doc="[components]: per-GPU GEMM, memory, host-link and peer bounds"),
+    Field(key="components", kind=TABLE, fields=COMPONENTS_FIELDS, doc="[components]: per-GPU component bounds"),
 )
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
