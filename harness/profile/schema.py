@@ -8,7 +8,8 @@ is allowed (harness/profile/problems.py), and all of a file's problems are raise
 The schema is declared as tables of ``Field`` specs below (``TOP_LEVEL_FIELDS`` and the section
 tables it nests; the value kinds, STRING, NUMBER, ..., are in harness/profile/kinds.py). Adding a key
 is one ``Field(...)`` line here, plus the dataclass field that carries it to the verdict
-(harness/profile/bounds.py); ``check_table`` does the rest (type, range, unknown keys, missing keys). Rules that relate two keys are in harness/profile/rules.py.
+(harness/profile/bounds.py); ``check_table`` does the rest (type, range, unknown keys, missing keys).
+Rules that relate two keys are in harness/profile/rules.py.
 """
 
 from __future__ import annotations
