@@ -256,3 +256,14 @@ def test_a_rank_binds_to_its_gpus_numa_node_and_says_when_it_cannot(monkeypatch)
     outside = worker.bind_to_numa_node(plan(placement(1)), 0)
     assert outside["numa_node"] == 1 and not outside["bound"]
     assert "no CPU this process may use" in outside["binding_note"]
+
+
+def test_a_gpus_figures_are_found_by_uuid_first():
+    from harness.launch.components import ComponentsRun
+
+    ranks = [{"rank": 0, "gpu_index": None, "gpu_uuid": "GPU-b"}, {"rank": 1, "gpu_index": None, "gpu_uuid": "GPU-a"}]
+    run = ComponentsRun(run_id="r", status="ok", result={"ranks": ranks})
+    assert run.rank_of_gpu(2, "GPU-a")["rank"] == 1  # CUDA_VISIBLE_DEVICES by UUID: no index to match
+    assert run.rank_of_gpu(0, "GPU-z") is None  # a GPU no rank ran on is not taken for rank 0
+    cpu = ComponentsRun(run_id="r", status="ok", result={"ranks": [{"rank": 0, "gpu_index": None, "gpu_uuid": None}]})
+    assert cpu.rank_of_gpu(0)["rank"] == 0

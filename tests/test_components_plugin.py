@@ -105,3 +105,25 @@ def test_an_unknown_level_marker_is_a_usage_error(suite, pytester):
     result = run("--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*level('nightly')*expected one of quick, standard, long*"])
+
+
+def test_a_gpu_no_rank_reported_fails_rather_than_skips(suite, monkeypatch):
+    run, _ = suite
+
+    def nobody(spec, run_dir, *, run_id):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        return ComponentsRun(run_id=run_id, status="ok", result={"status": "ok", "ranks": [], "peer": None})
+
+    monkeypatch.setattr("harness.plugin.components.run_components", nobody)
+    result = run("test_components.py", "-k", "gemm")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*component figures reported: FAILED*CPU rank 0: the launch finished but no rank*"])
+
+
+def test_a_failed_launch_fails_every_component_test_with_its_reason(suite, monkeypatch):
+    run, _ = suite
+    monkeypatch.setattr("harness.plugin.components.run_components", lambda spec, run_dir, *, run_id: ComponentsRun(
+        run_id=run_id, status="timeout", failure="the launch exceeded its 60 s limit"))
+    result = run("test_components.py", "-k", "gemm or memory")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*component benchmarks completed: FAILED*exceeded its 60 s limit*"])

@@ -33,6 +33,13 @@ def completed_check(status: str, failure: str | None) -> Check:
                  bound=None, unit="", comparison="==", passed=status == "ok", note=failure or "")
 
 
+def reported_check(where: str) -> Check:
+    """Sanity, failed: the launch finished but no rank reported figures for this GPU."""
+    return Check(key="components_reported", name="component figures reported", kind="sanity", measured=None,
+                 bound=None, unit="", comparison="==", passed=False,
+                 note=f"{where}: the launch finished but no rank reported figures for this GPU (rank logs say why)")
+
+
 def bounded(*, key: str, name: str, measured: float | None, bound: float | None, unit: str, where: str,
             bounds: ComponentBounds | None, no_bounds: str, kind: CheckKind = "performance",
             comparison: Literal[">=", "<="] = ">=", detail: str = "") -> Check:

@@ -82,10 +82,16 @@ class ComponentsRun(JobResult):
 
     result: dict = field(default_factory=dict)
 
-    def rank_of_gpu(self, index: int) -> dict | None:
-        """The figures of the rank that ran on GPU ``index`` (NVML numbering), or on CPU rank ``index``."""
-        for rank in self.result.get("ranks") or []:
-            if rank.get("gpu_index") == index or (rank.get("gpu_index") is None and rank.get("rank") == index):
+    def rank_of_gpu(self, index: int, uuid: str | None = None) -> dict | None:
+        """The figures of the rank on the GPU of ``uuid`` (else of NVML index ``index``), or of CPU rank ``index``."""
+        ranks = self.result.get("ranks") or []
+        for rank in ranks:
+            if uuid is not None and rank.get("gpu_uuid") == uuid:
+                return rank
+        for rank in ranks:
+            if rank.get("gpu_uuid") is None and rank.get("gpu_index") == index:
+                return rank
+            if rank.get("gpu_uuid") is None and rank.get("gpu_index") is None and rank.get("rank") == index:
                 return rank
         return None
 

@@ -160,8 +160,12 @@ class ComponentRuns:
     def _result(self, name: str, what: str, checks_of: list[Check], data: dict) -> CheckedResult:
         ctx, run = self.ctx, self.measured()
         bounds = ctx.profile.components
-        found = [checks.completed_check(run.status, run.failure), *checks_of] if run.status == "ok" else [
-            checks.completed_check(run.status, run.failure)]
+        found = [checks.completed_check(run.status, run.failure)]
+        if run.status == "ok":
+            gpu = data.get("gpu") or {}
+            if gpu.get("missing"):
+                found.append(checks.reported_check(gpu.get("label", "?")))
+            found += checks_of
         assert self.spec is not None
         return CheckedResult(name=name, context=f"{ctx.profile.name}, {what}", checks=found,
                              bounds=bounds.to_dict() if bounds is not None else None,
@@ -169,8 +173,13 @@ class ComponentRuns:
                              data={"components": data, "record": {"run_id": run.run_id}})
 
     def _rank(self, index: int) -> dict:
-        run = self.measured()
-        return run.rank_of_gpu(index) or {"gpu_index": index, "rank": index}
+        """The figures of the rank on GPU ``index`` (matched by UUID where known); a GPU without any is marked."""
+        uuid = next((g.uuid for g in self.ctx.hardware.gpus if g.index == index), None)
+        found = self.measured().rank_of_gpu(index, uuid)
+        if found is not None:
+            return found
+        return {"gpu_index": index if self.ctx.device == "cuda" else None, "gpu_uuid": uuid, "rank": index,
+                "missing": True}
 
     def gemm(self, index: int) -> CheckedResult:
         rank, bounds = self._rank(index), self.ctx.profile.components
@@ -205,7 +214,8 @@ class ComponentRuns:
 
 
 def _gpu(rank: dict) -> dict:
-    return {"index": rank.get("gpu_index"), "uuid": rank.get("gpu_uuid"), "label": checks.label_of(rank)}
+    return {"index": rank.get("gpu_index"), "uuid": rank.get("gpu_uuid"), "label": checks.label_of(rank),
+            **({"missing": True} if rank.get("missing") else {})}
 
 
 COMPONENTS_KEY = pytest.StashKey[ComponentRuns]()
