@@ -30,7 +30,7 @@ TESTS = [
     result_of("test_components.py::test_peer_copy[gpu1-gpu0]", [check("peer_bandwidth", None, 120.5, "GB/s")],
          pair=[1, 0], peer=PEER),
     SessionTest(nodeid="test_gpu_state.py::test_gpu_state[gpu1]", outcome="failed",
-                harness={"checks": [check("power_limit", False, 500.0, "W")]}),
+                harness={"checks": [check("power_limit", False, 500.0, "W")], "gpu_state": {"index": 1}}),
     SessionTest(nodeid="test_scaling.py::test_weak_scaling[resnet50-bf16-2gpu]", outcome="failed",
                 harness={"checks": [check("gpu_uniformity", False, 0.8, note="GPU 1 (GPU-bbb) 0.80 of the median")]}),
 ]

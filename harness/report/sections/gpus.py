@@ -33,9 +33,11 @@ _STATE = {True: "pass", False: "fail", None: "skip"}
 
 
 def _gpu_of(test: SessionTest) -> int | None:
-    """The one GPU a per-GPU test judged: its recorded ``gpu`` (components or GPU state), else its id ``[gpuN]``."""
-    for holder in (as_dict(test.harness.get("components")), test.harness):
-        index = as_int(as_dict(holder.get("gpu")).get("index"))
+    """The one GPU a per-GPU test judged: as its result records it (components' ``gpu``, GPU state's
+    ``gpu_state``), else its id ``[gpuN]``."""
+    for gpu in (as_dict(test.harness.get("components")).get("gpu"), test.harness.get("gpu_state"),
+                test.harness.get("gpu")):
+        index = as_int(as_dict(gpu).get("index"))
         if index is not None:
             return index
     if "pair" in as_dict(test.harness.get("components")):
