@@ -53,13 +53,13 @@ PER_GPU_TESTS = ("test_gpu_state",)
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
 
-_ENTITIES = (
-    re.compile(r"\bGPU (?P<id>\d+)(?: \((?:UUID )?(?P<extra>GPU-[0-9A-Za-z-]+)\))?"),
-    re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^)]{1,60})\))?"),
-    re.compile(r"\bXID (?P<id>\d+)(?: \((?P<extra>[^)]{1,80})\))?"),
-    re.compile(r"\b(?:NVLink )?link (?P<id>\d+)"),
-    re.compile(r"\brank (?P<id>\d+)"),
+_GPU = re.compile(r"\bGPU (?P<id>\d+)(?: \((?:UUID )?(?P<extra>GPU-[0-9A-Za-z-]+)\))?")
+_CAUSES = (  # what a note may name as the cause, before the GPU it happened on
+    ("pid", re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^)]{1,60})\))?")),
+    ("XID", re.compile(r"\bXID (?P<id>\d+)(?: \((?P<extra>[^)]{1,80})\))?")),
+    ("link", re.compile(r"\blink (?P<id>\d+)")),
 )
+_RANK = re.compile(r"\brank (?P<id>\d+)")
 
 
 def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard",
@@ -101,7 +101,7 @@ def _case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> b
 
 
 @dataclass(frozen=True, kw_only=True)
-class TestOutcome:
+class SelectedTest:
     """What one selected test did, as the plugin saw it."""
 
     name: str
@@ -189,7 +189,7 @@ class SessionVerdict:
                 "overrides": [dict(o) for o in self.overrides]}
 
 
-def judge_session(tests: list[TestOutcome], facts: SessionFacts) -> SessionVerdict:
+def judge_session(tests: list[SelectedTest], facts: SessionFacts) -> SessionVerdict:
     """The session's verdict from every selected test's outcome and what the node had to run."""
     selected = {t.name for t in tests}
     narrowed = bool(facts.option_narrowing or facts.selection_narrowing)
@@ -257,7 +257,7 @@ def _default_reason(outcome: str) -> str:
             "skipped": "skipped"}.get(outcome, outcome)
 
 
-def group_causes(tests: list[TestOutcome]) -> list[Cause]:
+def group_causes(tests: list[SelectedTest]) -> list[Cause]:
     """Failed checks grouped by key, each naming where it was seen; a failed test with no failed check
     (an error, a crash before its checks) is its own cause, ``test_failed`` / ``test_error``."""
     by_key: dict[str, list[tuple[str, str]]] = {}
@@ -279,16 +279,22 @@ def group_causes(tests: list[TestOutcome]) -> list[Cause]:
 
 
 def named_entity(note: str) -> str:
-    """The first GPU (with its UUID), pid (with its name), XID (with its meaning), link or rank a
-    check's note names: ``GPU 2 (UUID GPU-…)``, ``pid 4242 (python)``; "" when it names none."""
-    for pattern in _ENTITIES:
+    """What a check's note names as the cause and where: ``pid 4242 (python) on GPU 0``, ``XID 79 (…)
+    on GPU 1``, ``link 3 on GPU 2``, ``GPU 2 (UUID GPU-…)``, ``rank 1``; "" when it names none."""
+    gpu = _GPU.search(note)
+    gpu_text = ""
+    if gpu:
+        gpu_text = f"GPU {gpu['id']}" + (f" (UUID {gpu['extra']})" if gpu["extra"] else "")
+    for word, pattern in _CAUSES:
         match = pattern.search(note)
         if match:
-            word = match.group(0).split(" ")[0] if "link" not in match.group(0) else "link"
             extra = match.groupdict().get("extra")
-            label = "UUID " + extra if extra and extra.startswith("GPU-") else extra
-            return f"{word} {match['id']}" + (f" ({label})" if label else "")
-    return ""
+            cause = f"{word} {match['id']}" + (f" ({extra})" if extra else "")
+            return f"{cause} on {gpu_text}" if gpu_text else cause
+    if gpu_text:
+        return gpu_text
+    rank = _RANK.search(note)
+    return f"rank {rank['id']}" if rank else ""
 
 
 def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[dict], judged: bool,
