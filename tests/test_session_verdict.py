@@ -123,8 +123,30 @@ def test_narrowing_the_matrix_is_a_partial_pass_and_never_a_sign_off():
 
 
 def test_a_keyword_selection_is_partial():
-    verdict = judge_session([passed(REQUIRED[0])], facts(REQUIRED, selection_narrowing=("-k 1gpu",)))
+    verdict = judge_session([passed(REQUIRED[0])], facts(REQUIRED, selection_narrowing=("-k 1gpu",),
+                                                         collected=frozenset(REQUIRED)))
     assert verdict.verdict == "PASS" and verdict.scope == "partial: 1 of 3 profile cases"
+
+
+def test_a_keyword_selection_does_not_hide_a_required_test_the_node_never_collected():
+    """``-k resnet50`` on a node that lost GPU 1: test_gpu_state[gpu1] was never collected, not deselected."""
+    required = ["test_weak_scaling[a-fp32-1gpu]", "test_gpu_state[gpu0]", "test_gpu_state[gpu1]"]
+    verdict = judge_session([passed(required[1])], facts(required, selection_narrowing=("-k gpu_state",),
+                                                         collected=frozenset(required[:2])))
+    assert verdict.verdict == "INCOMPLETE" and [n["name"] for n in verdict.not_run] == ["test_gpu_state[gpu1]"]
+
+
+def test_node_ids_on_the_command_line_are_partial():
+    verdict = judge_session([passed(REQUIRED[0])], facts(REQUIRED, partial_collection=True,
+                                                         selection_narrowing=("acceptance/test_scaling.py",)))
+    assert verdict.verdict == "PASS" and verdict.scope == "partial: 1 of 3 profile cases"
+
+
+def test_a_verdict_that_could_not_be_made_is_incomplete_with_exit_3():
+    from harness.checks.session import unjudged
+
+    verdict = unjudged("KeyError: 'x'")
+    assert (verdict.verdict, verdict.exit_code) == ("INCOMPLETE", 3) and "KeyError" in verdict.headline
 
 
 def test_a_narrowing_that_keeps_every_required_case_is_full():
@@ -143,7 +165,7 @@ def test_a_case_asked_beyond_the_node_that_was_skipped_is_incomplete():
 
 def test_nothing_judged_is_incomplete():
     tests = [SelectedTest(name="test_soak", outcome="skipped", reason="no --soak")]
-    verdict = judge_session(tests, facts([], selection_narrowing=("-k soak",)))
+    verdict = judge_session(tests, facts([], selection_narrowing=("-k soak",), collected=frozenset({"test_soak"})))
     assert verdict.verdict == "INCOMPLETE" and "no test was judged" in verdict.headline
 
 

@@ -123,6 +123,8 @@ class SessionFacts:
     """``required_tests`` of this node."""
     collected: frozenset[str] = frozenset()
     """Every test name collected before the user's deselection (-k, -m, --deselect)."""
+    partial_collection: bool = False
+    """Node ids or single files were named: tests outside them were never collected, so absence says nothing."""
     option_narrowing: tuple[str, ...] = ()
     """The matrix options given, as typed: ``--models tiny_bert``."""
     selection_narrowing: tuple[str, ...] = ()
@@ -222,6 +224,13 @@ def judge_session(tests: list[SelectedTest], facts: SessionFacts) -> SessionVerd
         overrides=facts.overrides)
 
 
+def unjudged(error: str) -> SessionVerdict:
+    """The verdict when judging itself failed (a harness bug): INCOMPLETE with pytest's internal-error code."""
+    return SessionVerdict(verdict="INCOMPLETE", scope="not known", exit_code=EXIT_INTERNAL_ERROR,
+                          headline=f"INCOMPLETE — the session verdict could not be made ({error}); see report.json",
+                          counts={}, required_total=0, required_selected=0, sign_off=False, cpu_self_check=False)
+
+
 def exit_code(verdict: Verdict, facts: SessionFacts) -> int:
     """0 only for PASS; 1 FAIL; INCOMPLETE keeps pytest's 2/3/5 where they say why, else 6."""
     if verdict == "PASS":
@@ -237,8 +246,8 @@ def exit_code(verdict: Verdict, facts: SessionFacts) -> int:
 
 def _narrowed_away(name: str, facts: SessionFacts) -> bool:
     """Whether the user's narrowing, not the node, kept a required test out of the session."""
-    if facts.selection_narrowing:
-        return True  # -k, -m, --deselect, node ids and single files may each leave out any test
+    if name in facts.collected or facts.partial_collection:
+        return True  # deselected by -k, -m or --deselect; or outside the node ids and files named
     return bool(facts.option_narrowing) and name.split("[", 1)[0] in MATRIX_TESTS
 
 

@@ -17,8 +17,8 @@ import pytest
 from _pytest.junitxml import xml_key  # the LogXML object; pytest offers no other handle on it
 
 from harness.cases import CaseId
-from harness.checks.session import MATRIX_TESTS, SessionFacts, SessionVerdict, SelectedTest, judge_session, \
-    required_tests
+from harness.checks.session import (MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict, judge_session,
+                                    required_tests, unjudged)
 from harness.plugin.session import HarnessSession
 
 OUTCOMES_KEY = pytest.StashKey["SessionOutcomes"]()
@@ -82,7 +82,10 @@ class SessionOutcomes:
 
     def verdict(self) -> SessionVerdict:
         if self._verdict is None:
-            self._verdict = judge_session([self._test(item) for item in self.items], self.facts())
+            try:
+                self._verdict = judge_session([self._test(item) for item in self.items], self.facts())
+            except Exception as exc:  # noqa: BLE001 - a bug here must not lose the reports, nor read as a PASS
+                self._verdict = unjudged(f"{type(exc).__name__}: {exc}")
         return self._verdict
 
     def facts(self) -> SessionFacts:
@@ -95,7 +98,8 @@ class SessionOutcomes:
         return SessionFacts(
             required=tuple(required_tests(ctx.profile, expected, level=level, native_bf16=ctx.native_bf16)),
             collected=frozenset(self.collected), option_narrowing=_option_narrowing(ctx.options),
-            selection_narrowing=_selection_narrowing(config), cpu=ctx.device == "cpu",
+            selection_narrowing=_selection_narrowing(config), partial_collection=_names_part_of_the_suite(config),
+            cpu=ctx.device == "cpu",
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, pytest_exit=exitstatus,
             overrides=tuple(_overrides(self.harness_session)))
 
@@ -140,9 +144,17 @@ def _selection_narrowing(config: pytest.Config) -> tuple[str, ...]:
     if getattr(config.option, "markexpr", ""):
         chosen.append(f"-m {config.option.markexpr}")
     chosen += [f"--deselect {nodeid}" for nodeid in getattr(config.option, "deselect", None) or ()]
-    # A node id or a single file selects part of the suite; a directory (acceptance/) selects all of it.
-    chosen += [arg for arg in config.args if "::" in arg or Path(arg).suffix == ".py"]
+    chosen += [arg for arg in config.args if _names_part(arg)]
     return tuple(chosen)
+
+
+def _names_part(arg: str) -> bool:
+    """A node id or a single file selects part of the suite; a directory (acceptance/) selects all of it."""
+    return "::" in arg or Path(arg).suffix == ".py"
+
+
+def _names_part_of_the_suite(config: pytest.Config) -> bool:
+    return any(_names_part(arg) for arg in config.args)
 
 
 def _overrides(harness_session: HarnessSession) -> list[dict]:
