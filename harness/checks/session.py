@@ -78,7 +78,7 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
             for count in counts:
                 for model in profile.models:
                     for precision in profile.precisions:
-                        if _case_required(profile, CaseId(model=model, precision=precision, gpus=count,
+                        if case_required(profile, CaseId(model=model, precision=precision, gpus=count,
                                                           scaling=scaling), native_bf16):
                             names.append(f"test_{scaling}_scaling[{model}-{precision}-{count}gpu]")
     if profile.interconnect is not None:
@@ -91,7 +91,8 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
     return names
 
 
-def _case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
+def case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
+    """Whether the profile asks for ``case`` at its GPU count: it bounds it, and bf16 runs on this CPU."""
     bounds = profile.bounds(case.model, case.precision)
     if bounds is None:
         return False

@@ -17,8 +17,8 @@ import pytest
 from _pytest.junitxml import xml_key  # the LogXML object; pytest offers no other handle on it
 
 from harness.cases import CaseId
-from harness.checks.session import (MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict, judge_session,
-                                    required_tests, unjudged)
+from harness.checks.session import (MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict, case_required,
+                                    judge_session, required_tests, unjudged)
 from harness.plugin.session import HarnessSession
 
 OUTCOMES_KEY = pytest.StashKey["SessionOutcomes"]()
@@ -116,11 +116,13 @@ class SessionOutcomes:
         is not a pass. Without ``--gpus`` the profile's counts above the node's shape are not required."""
         if self.harness_session.ctx.options.gpus is None:
             return False
+        ctx = self.harness_session.ctx
         params = getattr(getattr(item, "callspec", None), "params", {})
         case = params.get("weak_case") or params.get("strong_case")
-        gpus = case.gpus if isinstance(case, CaseId) else params.get("allreduce_gpus")
-        return (item.name.split("[", 1)[0] in MATRIX_TESTS and isinstance(gpus, int)
-                and gpus > self.harness_session.ctx.available_gpus)
+        if isinstance(case, CaseId):  # and one the profile would judge: bounded, bf16 runnable here
+            return case.gpus > ctx.available_gpus and case_required(ctx.profile, case, ctx.native_bf16)
+        gpus = params.get("allreduce_gpus")
+        return item.name.split("[", 1)[0] in MATRIX_TESTS and isinstance(gpus, int) and gpus > ctx.available_gpus
 
     def _reason(self, nodeid: str, outcome: str) -> str:
         phases = self.phases.get(nodeid, {})
