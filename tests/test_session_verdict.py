@@ -1,6 +1,7 @@
 """The session verdict (harness/checks/session.py): every rule, pure, with profiles as shipped."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -45,11 +46,28 @@ def test_required_cases_stop_at_the_node_shape(h200_profile):
     assert "test_node_shape" in two and "test_topology" in two
 
 
-def test_quick_level_leaves_out_the_ddp_matrix_only(h200_profile):
+def test_levels_decide_which_kinds_of_test_are_required(h200_profile):
     quick = required_tests(h200_profile, 4, level="quick")
-    assert not [n for n in quick if "scaling[" in n]
-    assert "test_node_shape" in quick and "test_allreduce_bus_bandwidth[4gpu]" in quick
+    standard = required_tests(h200_profile, 4)
+    long = required_tests(h200_profile, 4, level="long")
+    assert not [n for n in quick if "scaling[" in n or "allreduce" in n]
+    assert "test_node_shape" in quick and "test_gpu_state[gpu3]" in quick
+    assert set(quick) < set(standard) and "test_allreduce_bus_bandwidth[4gpu]" in standard
+    assert set(long) - set(standard) == {"test_soak"}
 
+
+def test_component_tests_are_required_where_the_profile_bounds_components(h200_profile, cpu_profile):
+    def with_components(profile):
+        fields = {name: getattr(profile, name) for name in ("hardware", "gpu_counts", "models", "precisions",
+                                                              "interconnect", "topology", "bf16_needs_native")}
+        return SimpleNamespace(**fields, components=object(), bounds=profile.bounds)
+
+    assert not [n for n in required_tests(h200_profile, 2) if n.startswith("test_gemm")]
+    gpu = required_tests(with_components(h200_profile), 2, level="quick")
+    assert {"test_gemm[gpu1]", "test_host_link[gpu0]", "test_peer_copy[gpu0-gpu1]", "test_peer_copy[gpu1-gpu0]"} \
+        <= set(gpu)
+    cpu = required_tests(with_components(cpu_profile), 2, level="quick")
+    assert cpu == ["test_gemm[cpu0]", "test_memory_bandwidth[cpu0]"]
 
 def test_cpu_profile_requires_no_gpu_tests_and_no_bf16_without_native_bf16(cpu_profile):
     emulated = required_tests(cpu_profile, 2, native_bf16=None)

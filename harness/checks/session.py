@@ -50,6 +50,12 @@ NODE_TESTS = ("test_node_shape",)
 """Tests of the node as a whole, required of every GPU node (acceptance/test_node.py)."""
 PER_GPU_TESTS = ("test_gpu_state",)
 """Tests with one case per GPU (``test_gpu_state[gpu3]``), required for every GPU the node should have."""
+COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
+"""Component tests, one case per GPU (``cpu0`` on a CPU profile: GEMM and memory only), and
+``test_peer_copy[gpuA-gpuB]`` per ordered pair: required where the profile has ``[components]``."""
+LEVELS = ("quick", "standard", "long")
+"""Run levels (``--level``): quick = the node, GPU state, components and topology; standard adds the
+DDP matrix and the all-reduce; long adds the soak."""
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
 
@@ -68,26 +74,36 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
     ``expected_gpus`` GPUs (ranks on a CPU profile): single-node cases only, in test order.
 
     Cases the profile itself leaves out are not required: a model × precision without bounds, bf16
-    on a CPU without native bf16 where the profile says so, a GPU count above the node's. At level
-    ``quick`` the DDP matrix is left out (the components helper's short level).
+    on a CPU without native bf16 where the profile says so, a GPU count above the node's. The level
+    (``LEVELS``) decides which kinds of test are asked for at all.
     """
     names: list[str] = []
     counts = [n for n in sorted(set(profile.gpu_counts)) if n <= expected_gpus]
-    if level != "quick":
-        for scaling in SCALINGS:
-            for count in counts:
-                for model in profile.models:
-                    for precision in profile.precisions:
-                        if case_required(profile, CaseId(model=model, precision=precision, gpus=count,
-                                                          scaling=scaling), native_bf16):
-                            names.append(f"test_{scaling}_scaling[{model}-{precision}-{count}gpu]")
-    if profile.interconnect is not None:
-        names += [f"test_allreduce_bus_bandwidth[{n}gpu]" for n in counts if n > 1]
+    gpus = range(expected_gpus)
     if profile.hardware.device == "cuda":
+        names += list(NODE_TESTS)
+        names += [f"{test}[gpu{index}]" for test in PER_GPU_TESTS for index in gpus]
         if profile.topology is not None:
             names.append("test_topology")
-        names += list(NODE_TESTS)
-        names += [f"{test}[gpu{index}]" for test in PER_GPU_TESTS for index in range(expected_gpus)]
+    if getattr(profile, "components", None) is not None:  # the components helper's section, once merged
+        if profile.hardware.device == "cuda":
+            names += [f"{test}[gpu{index}]" for test in COMPONENT_TESTS for index in gpus]
+            names += [f"test_peer_copy[gpu{a}-gpu{b}]" for a in gpus for b in gpus if a != b]
+        else:
+            names += [f"{test}[cpu0]" for test in COMPONENT_TESTS[:2]]
+    if LEVELS.index(level if level in LEVELS else "standard") < LEVELS.index("standard"):
+        return names
+    for scaling in SCALINGS:
+        for count in counts:
+            for model in profile.models:
+                for precision in profile.precisions:
+                    if case_required(profile, CaseId(model=model, precision=precision, gpus=count,
+                                                     scaling=scaling), native_bf16):
+                        names.append(f"test_{scaling}_scaling[{model}-{precision}-{count}gpu]")
+    if profile.interconnect is not None:
+        names += [f"test_allreduce_bus_bandwidth[{n}gpu]" for n in counts if n > 1]
+    if level == "long":
+        names.append("test_soak")
     return names
 
 
