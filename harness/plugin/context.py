@@ -34,8 +34,6 @@ class SessionContext:
     run_dir: Path
     started_at: str
     """UTC, ISO 8601, to the second."""
-    expected_gpus: int | None = None
-    """The GPUs a node of this shape has (ranks on a CPU profile); None → the GPUs available."""
     native_bf16: str | None = None
     """The /proc/cpuinfo flag that gives this CPU native bf16 (harness/node/cpu_features.py); None: emulated."""
     expected_gpus: int | None = None
