@@ -244,6 +244,10 @@ def test_causes_on_several_entities_count_each():
     ("GPU 2 link 3 CRC errors rose by 12", "link 3 on GPU 2"),
     ("rank 1 is 1.3x slower", "rank 1"),
     ("GPU 5 power limit 500 W < default 700 W", "GPU 5"),
+    ("GPU 0 (GPU-aa11): pid 4242 (python, 2.0 GiB)", "pid 4242 (python) on GPU 0 (UUID GPU-aa11)"),
+    ("hidden by CUDA_VISIBLE_DEVICES='0,1,2': GPU 3 GPU-dd44 (PCI 00000000:1B:00.0)", "GPU 3 (UUID GPU-dd44)"),
+    ("GPU 1 (GPU-bb22): XID 79 (GPU has fallen off the bus) at 03:12:01",
+     "XID 79 (GPU has fallen off the bus) on GPU 1 (UUID GPU-bb22)"),
     ("nothing named here", ""),
 ])
 def test_named_entity(note, entity):

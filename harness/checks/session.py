@@ -59,9 +59,9 @@ DDP matrix and the all-reduce; long adds the soak."""
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
 
-_GPU = re.compile(r"\bGPU (?P<id>\d+)(?: \((?:UUID )?(?P<extra>GPU-[0-9A-Za-z-]+)\))?")
+_GPU = re.compile(r"\bGPU (?P<id>\d+)(?: \(?(?:UUID )?(?P<extra>(?:GPU|MIG)-[0-9A-Za-z-]+)\)?)?")
 _CAUSES = (  # what a note may name as the cause, before the GPU it happened on
-    ("pid", re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^)]{1,60})\))?")),
+    ("pid", re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^),]{1,60})[^)]*\))?")),  # the name, not its memory
     ("XID", re.compile(r"\bXID (?P<id>\d+)(?: \((?P<extra>[^)]{1,80})\))?")),
     ("link", re.compile(r"\blink (?P<id>\d+)")),
 )
