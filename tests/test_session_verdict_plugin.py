@@ -195,3 +195,59 @@ def test_a_real_cpu_session_stopped_by_a_signal_is_incomplete(tmp_path, signal_n
     junit = ET.parse(run_dir / "junit.xml").getroot()
     assert all(case.get("name") for case in junit.iter("testcase"))
     assert output.strip().splitlines()[-1].startswith("harness: INCOMPLETE — partial: 1 of")
+
+
+@pytest.fixture
+def h100_node(pytester, monkeypatch, tmp_path):
+    """The real acceptance suite on one fake H100 (detection, NVML and the launcher faked) with the
+    shipped h100-80gb profile: run(*args) -> (result, session.json's session_verdict)."""
+    from support.fake_nvml import HOPPER_VM_UNSUPPORTED, fake_nvml
+    from support.hardware import make_hardware
+
+    hardware = make_hardware(("NVIDIA H100 80GB HBM3", 79.6))
+    nvml = fake_nvml(1, uuid=hardware.gpus[0].uuid, unsupported=set(HOPPER_VM_UNSUPPORTED))
+    monkeypatch.setattr("harness.plugin.session.detect", lambda: hardware)
+    monkeypatch.setattr("harness.node.gpu_state.installed_pynvml", lambda: nvml)
+    monkeypatch.setattr("harness.node.xid.installed_pynvml", lambda: nvml)
+    monkeypatch.setattr("harness.plugin.session.gpu_processes", lambda gpus: [])
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "h100-80gb.toml").write_text((ROOT / "thresholds" / "h100-80gb.toml").read_text())
+    pytester.makeini("[pytest]\nharness_acceptance = true\n")
+    for test_file in (ROOT / "acceptance").glob("test_*.py"):
+        pytester.makepyfile(**{test_file.stem: test_file.read_text()})
+
+    launcher = FakeLauncher(per_gpu=1e6)  # every case far above its bound
+    monkeypatch.setattr("harness.launch.benchmark.run_benchmark", launcher)
+    monkeypatch.setattr("harness.launch.group.run_benchmark_group", launcher.group)
+
+    def run(*args):
+        result = pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", *args)
+        [path] = list(pytester.path.rglob("session.json"))
+        return result, json.loads(path.read_text())["session_verdict"]
+
+    return run
+
+
+def test_a_healthy_gpu_node_passes_in_full_and_is_signed_off(h100_node):
+    """Every required test of a 1-GPU H100 node: its 8 one-GPU cases, test_node_shape, test_gpu_state[gpu0]."""
+    result, verdict = h100_node()
+    outcomes = result.parseoutcomes()  # skipped: the 2..8-GPU cases, topology, all-reduce, soak: not asked for
+    assert outcomes["passed"] == 10 and "failed" not in outcomes and outcomes["skipped"] > 0
+    assert (verdict["verdict"], verdict["scope"], verdict["required_total"]) == ("PASS", "full", 10)
+    assert verdict["sign_off"] and verdict["exit_code"] == result.ret == 0
+    assert verdict["headline"] == "PASS — full: 10 profile cases of this node"
+
+
+def test_a_gpu_node_asked_for_two_gpus_is_not_signed_off(h100_node):
+    result, verdict = h100_node("--models", "resnet50", "--gpus", "1,2")
+    assert (verdict["verdict"], verdict["scope"], result.ret) == ("INCOMPLETE", "partial: 4 of 10 profile cases", 6)
+    assert [n["reason"] for n in verdict["not_run"]] == ["needs 2 GPUs; this node has 1"] * 2
+
+
+def test_a_gpu_node_without_its_state_test_is_incomplete(h100_node, pytester):
+    (pytester.path / "test_gpu_state.py").unlink()
+    result, verdict = h100_node()
+    assert (verdict["verdict"], result.ret) == ("INCOMPLETE", 6)
+    assert verdict["not_run"][0]["name"] == "test_gpu_state[gpu0]"
+    assert "harness: did not run: test_gpu_state[gpu0]: not collected" in result.stdout.str()
