@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from support.profiles import cpu_test_profile
+from test_gpu_state import h100_session  # noqa: F401 - the fake H100 session h100_node starts from
 from test_plugin import FakeLauncher
 
 pytest_plugins = ["pytester"]
@@ -198,32 +199,21 @@ def test_a_real_cpu_session_stopped_by_a_signal_is_incomplete(tmp_path, signal_n
 
 
 @pytest.fixture
-def h100_node(pytester, monkeypatch, tmp_path):
-    """The real acceptance suite on one fake H100 (detection, NVML and the launcher faked) with the
-    shipped h100-80gb profile: run(*args) -> (result, session.json's session_verdict)."""
-    from support.fake_nvml import HOPPER_VM_UNSUPPORTED, fake_nvml
-    from support.hardware import make_hardware
-
-    hardware = make_hardware(("NVIDIA H100 80GB HBM3", 79.6))
-    nvml = fake_nvml(1, uuid=hardware.gpus[0].uuid, unsupported=set(HOPPER_VM_UNSUPPORTED))
-    monkeypatch.setattr("harness.plugin.session.detect", lambda: hardware)
-    monkeypatch.setattr("harness.node.gpu_state.installed_pynvml", lambda: nvml)
-    monkeypatch.setattr("harness.node.xid.installed_pynvml", lambda: nvml)
-    monkeypatch.setattr("harness.plugin.session.gpu_processes", lambda gpus: [])
-    thresholds = tmp_path / "thresholds"
-    thresholds.mkdir()
-    (thresholds / "h100-80gb.toml").write_text((ROOT / "thresholds" / "h100-80gb.toml").read_text())
-    pytester.makeini("[pytest]\nharness_acceptance = true\n")
+def h100_node(h100_session, monkeypatch):  # noqa: F811 - the fixture imported above
+    """The real acceptance suite on one fake H100 (test_gpu_state.py's session: detection and NVML faked,
+    the shipped h100-80gb profile; its GPU-state test is test_a_gpu_state.py, beside a plain test_other),
+    every case far above its bound: run(*args) -> (result, session.json's session_verdict)."""
+    run_session, _, root = h100_session
     for test_file in (ROOT / "acceptance").glob("test_*.py"):
-        pytester.makepyfile(**{test_file.stem: test_file.read_text()})
-
-    launcher = FakeLauncher(per_gpu=1e6)  # every case far above its bound
+        if test_file.name != "test_gpu_state.py":
+            (root / test_file.name).write_text(test_file.read_text())
+    launcher = FakeLauncher(per_gpu=1e6)
     monkeypatch.setattr("harness.launch.benchmark.run_benchmark", launcher)
     monkeypatch.setattr("harness.launch.group.run_benchmark_group", launcher.group)
 
     def run(*args):
-        result = pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", *args)
-        [path] = list(pytester.path.rglob("session.json"))
+        result = run_session(*args)
+        [path] = list(root.rglob("session.json"))
         return result, json.loads(path.read_text())["session_verdict"]
 
     return run
@@ -233,7 +223,7 @@ def test_a_healthy_gpu_node_passes_in_full_and_is_signed_off(h100_node):
     """Every required test of a 1-GPU H100 node: its 8 one-GPU cases, test_node_shape, test_gpu_state[gpu0]."""
     result, verdict = h100_node()
     outcomes = result.parseoutcomes()  # skipped: the 2..8-GPU cases, topology, all-reduce, soak: not asked for
-    assert outcomes["passed"] == 10 and "failed" not in outcomes and outcomes["skipped"] > 0
+    assert outcomes["passed"] == 11 and "failed" not in outcomes and outcomes["skipped"] > 0
     assert (verdict["verdict"], verdict["scope"], verdict["required_total"]) == ("PASS", "full", 10)
     assert verdict["sign_off"] and verdict["exit_code"] == result.ret == 0
     assert verdict["headline"] == "PASS — full: 10 profile cases of this node"
@@ -246,7 +236,7 @@ def test_a_gpu_node_asked_for_two_gpus_is_not_signed_off(h100_node):
 
 
 def test_a_gpu_node_without_its_state_test_is_incomplete(h100_node, pytester):
-    (pytester.path / "test_gpu_state.py").unlink()
+    (pytester.path / "test_a_gpu_state.py").unlink()
     result, verdict = h100_node()
     assert (verdict["verdict"], result.ret) == ("INCOMPLETE", 6)
     assert verdict["not_run"][0]["name"] == "test_gpu_state[gpu0]"
