@@ -145,9 +145,10 @@ def test_an_interrupted_case_is_interrupted_everywhere_and_the_session_incomplet
     result, run_dir = session("--harness-launch", "per-case", launcher=FakeLauncher(per_gpu=interrupt_second))
     verdict = verdict_everywhere(result, run_dir)
     assert (verdict["verdict"], verdict["exit_code"]) == ("INCOMPLETE", 2)
-    tests = {t["nodeid"].rpartition("::")[2]: t["outcome"]
-             for t in json.loads((run_dir / "report.json").read_text())["tests"]}
+    report = json.loads((run_dir / "report.json").read_text())
+    tests = {t["nodeid"].rpartition("::")[2]: t["outcome"] for t in report["tests"]}
     assert tests["test_weak_scaling[tiny_bert-bf16-2gpu]"] == "interrupted"
+    assert (report["summary"]["passed"], report["summary"]["interrupted"]) == (1, 1)
     cases = ET.parse(run_dir / "junit.xml").getroot().iter("testcase")
     named = {case.get("name"): case for case in cases}
     assert None not in named
@@ -241,3 +242,17 @@ def test_a_gpu_node_without_its_state_test_is_incomplete(h100_node, pytester):
     assert (verdict["verdict"], result.ret) == ("INCOMPLETE", 6)
     assert verdict["not_run"][0]["name"] == "test_gpu_state[gpu0]"
     assert "harness: did not run: test_gpu_state[gpu0]: not collected" in result.stdout.str()
+
+
+def test_overrides_recorded_in_session_json_are_shown_beside_the_verdict(session, monkeypatch):
+    """The reliability helper records environment overrides in session.json; the verdict names them."""
+    from harness.plugin.session import HarnessSession
+
+    summary = HarnessSession.summary
+    override = {"name": "NCCL_P2P_DISABLE", "value": "1", "effect": "NCCL may not use NVLink peer access"}
+    monkeypatch.setattr(HarnessSession, "summary", lambda self: {**summary(self), "overrides": [override]})
+    result, run_dir = session()
+    verdict = verdict_everywhere(result, run_dir)
+    assert verdict["overrides"] == [override] and "overrides: NCCL_P2P_DISABLE=1" in verdict["headline"]
+    assert "harness: override: NCCL_P2P_DISABLE=1: NCCL may not use NVLink peer access" in result.stdout.str()
+    assert "Override: NCCL_P2P_DISABLE=1: NCCL may not use NVLink peer access" in (run_dir / "report.html").read_text()

@@ -54,10 +54,15 @@ class JsonReportHooks:
         summary.pop("results")  # already attached to each test
         summary["session_verdict"] = self.outcomes.verdict().to_dict()
         json_report["harness"] = summary
-        # pytest-json-report calls a test cut short by an interrupt "passed" (its setup passed).
+        # pytest-json-report calls a test cut short by an interrupt "passed" (its setup passed), and counts it so.
+        counts = json_report.get("summary", {})
         for test in json_report.get("tests", []):
-            if self.outcomes.outcome_of(test.get("nodeid", "")) == "interrupted":
+            if self.outcomes.outcome_of(test.get("nodeid", "")) == "interrupted" and test.get("outcome") == "passed":
                 test["outcome"] = "interrupted"
+                counts["passed"] = counts.get("passed", 1) - 1
+                counts["interrupted"] = counts.get("interrupted", 0) + 1
+        if counts.get("passed") == 0:
+            counts.pop("passed")
 
 
 def write_session_outputs(session: pytest.Session, harness_session: HarnessSession, exitstatus: int,
