@@ -111,17 +111,23 @@ class SessionOutcomes:
                            checks=tuple(c.to_dict() for c in result.checks) if result is not None else (),
                            reason=self._reason(item.nodeid, outcome))
 
+    def case_of(self, nodeid: str) -> CaseId | None:
+        """The benchmark case a test of the session runs; None for other tests."""
+        item = next((i for i in self.items if i.nodeid == nodeid), None)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        case = params.get("weak_case") or params.get("strong_case")
+        return case if isinstance(case, CaseId) else None
+
     def _beyond_node(self, item: pytest.Item) -> bool:
         """A matrix case the user asked for (``--gpus 8``) that needs more GPUs than the node has: its skip
         is not a pass. Without ``--gpus`` the profile's counts above the node's shape are not required."""
         if self.harness_session.ctx.options.gpus is None:
             return False
         ctx = self.harness_session.ctx
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        case = params.get("weak_case") or params.get("strong_case")
-        if isinstance(case, CaseId):  # and one the profile would judge: bounded, bf16 runnable here
+        case = self.case_of(item.nodeid)
+        if case is not None:  # and one the profile would judge: bounded, bf16 runnable here
             return case.gpus > ctx.available_gpus and case_required(ctx.profile, case, ctx.native_bf16)
-        gpus = params.get("allreduce_gpus")
+        gpus = getattr(getattr(item, "callspec", None), "params", {}).get("allreduce_gpus")
         return item.name.split("[", 1)[0] in MATRIX_TESTS and isinstance(gpus, int) and gpus > ctx.available_gpus
 
     def _reason(self, nodeid: str, outcome: str) -> str:

@@ -59,6 +59,10 @@ class JsonReportHooks:
         for test in json_report.get("tests", []):
             if self.outcomes.outcome_of(test.get("nodeid", "")) == "interrupted" and test.get("outcome") == "passed":
                 test["outcome"] = "interrupted"
+                case = self.outcomes.case_of(test.get("nodeid", ""))
+                if case is not None:  # so the report's matrix has the cell, marked INTERRUPTED
+                    test.setdefault("metadata", {}).setdefault("harness", {"case": case.test_param,
+                                                                           "case_id": case.to_dict()})
                 counts["passed"] = counts.get("passed", 1) - 1
                 counts["interrupted"] = counts.get("interrupted", 0) + 1
         if counts.get("passed") == 0:
