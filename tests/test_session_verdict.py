@@ -202,6 +202,13 @@ def test_incomplete_keeps_pytests_internal_error_and_no_tests_codes(pytest_exit)
     assert (verdict.verdict, verdict.exit_code) == ("INCOMPLETE", pytest_exit)
 
 
+def test_a_quick_level_pass_is_a_health_check_never_a_sign_off():
+    verdict = judge_session([passed(REQUIRED[2])], facts([REQUIRED[2]], level="quick"))
+    assert (verdict.verdict, verdict.scope, verdict.sign_off) == ("PASS", "full", False)
+    assert verdict.headline == ("PASS — full: 1 profile case of this node at level quick; "
+                                "a health check without the DDP matrix, not a node sign-off")
+
+
 def test_the_cpu_profile_says_self_check_in_every_verdict_line():
     for tests in ([passed("test_weak_scaling[a-fp32-1gpu]")],
                   [SelectedTest(name="test_weak_scaling[a-fp32-1gpu]", outcome="failed")]):

@@ -153,6 +153,8 @@ class SessionFacts:
     """pytest's own exit status, before the verdict replaces it."""
     overrides: tuple[dict, ...] = ()
     """Environment variables that change results ({"name", "value", "effect"}), from the reliability helper."""
+    level: str = "standard"
+    """The run level (``LEVELS``): quick checks the node's health without the DDP matrix, never a sign-off."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +200,7 @@ class SessionVerdict:
     """Tests that had to run and did not: {"name", "outcome", "reason"}."""
     narrowing: tuple[str, ...] = ()
     overrides: tuple[dict, ...] = ()
+    level: str = "standard"
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "scope": self.scope, "exit_code": self.exit_code,
@@ -205,7 +208,7 @@ class SessionVerdict:
                 "required_selected": self.required_selected, "sign_off": self.sign_off,
                 "cpu_self_check": self.cpu_self_check, "causes": [c.to_dict() for c in self.causes],
                 "not_run": [dict(n) for n in self.not_run], "narrowing": list(self.narrowing),
-                "overrides": [dict(o) for o in self.overrides]}
+                "overrides": [dict(o) for o in self.overrides], "level": self.level}
 
 
 def judge_session(tests: list[SelectedTest], facts: SessionFacts) -> SessionVerdict:
@@ -236,9 +239,9 @@ def judge_session(tests: list[SelectedTest], facts: SessionFacts) -> SessionVerd
     return SessionVerdict(
         verdict=verdict, scope=scope, exit_code=exit_code(verdict, facts), headline=headline, counts=counts,
         required_total=len(facts.required), required_selected=required_selected,
-        sign_off=verdict == "PASS" and full and not facts.cpu, cpu_self_check=facts.cpu, causes=tuple(causes),
-        not_run=tuple(not_run), narrowing=facts.option_narrowing + facts.selection_narrowing,
-        overrides=facts.overrides)
+        sign_off=verdict == "PASS" and full and not facts.cpu and facts.level != "quick", cpu_self_check=facts.cpu,
+        causes=tuple(causes), not_run=tuple(not_run), narrowing=facts.option_narrowing + facts.selection_narrowing,
+        overrides=facts.overrides, level=facts.level)
 
 
 def unjudged(error: str) -> SessionVerdict:
@@ -325,7 +328,10 @@ def named_entity(note: str) -> str:
 
 def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[dict], judged: bool,
               facts: SessionFacts) -> str:
-    parts = [scope if scope != "full" else f"full: {len(facts.required)} profile cases of this node"]
+    count = len(facts.required)
+    parts = [scope if scope != "full" else f"full: {count} profile case{'' if count == 1 else 's'} of this node"]
+    if facts.level != "standard":
+        parts[0] += f" at level {facts.level}"
     if verdict == "FAIL":
         parts.append("; ".join(c.text() for c in causes[:3]) + (f"; {len(causes) - 3} more causes"
                                                                  if len(causes) > 3 else ""))
@@ -339,6 +345,8 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
             parts.append("the session was interrupted")
     if scope != "full" and verdict != "FAIL":
         parts.append(NOT_A_SIGN_OFF)
+    elif facts.level == "quick" and verdict != "FAIL":
+        parts.append(f"a health check without the DDP matrix, {NOT_A_SIGN_OFF}")
     if facts.cpu:
         parts.append(CPU_SELF_CHECK)
     if facts.overrides:

@@ -101,7 +101,7 @@ class SessionOutcomes:
             selection_narrowing=_selection_narrowing(config), partial_collection=_names_part_of_the_suite(config),
             cpu=ctx.device == "cpu",
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, pytest_exit=exitstatus,
-            overrides=tuple(_overrides(self.harness_session)))
+            overrides=tuple(_overrides(self.harness_session)), level=level)
 
     def _test(self, item: pytest.Item) -> SelectedTest:
         result = self.harness_session.results.get(item.nodeid)
