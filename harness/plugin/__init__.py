@@ -25,8 +25,9 @@ from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, n
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
 from harness.plugin.options import add_options, add_short_options, ini_declares_acceptance, parse_options
+from harness.plugin.outcomes import OUTCOMES_KEY, SessionOutcomes
 from harness.plugin.outputs import route_reports, write_session_outputs
-from harness.plugin.progress import SessionProgress
+from harness.plugin.progress import SessionProgress, write_verdict_lines
 from harness.plugin.session import SESSION_KEY, start_session
 from harness.profile.stack import compare_stack
 
@@ -67,7 +68,10 @@ def pytest_configure(config: pytest.Config) -> None:
     session = start_session(config, parse_options(config))
     config.stash[SESSION_KEY] = session
     if not session.collect_only:
-        route_reports(config, session)
+        outcomes = SessionOutcomes(harness_session=session)
+        config.stash[OUTCOMES_KEY] = outcomes
+        config.pluginmanager.register(outcomes, "harness-outcomes")
+        route_reports(config, session, outcomes)
         progress = SessionProgress(config=config, results=session.results)
         config.pluginmanager.register(progress, "harness-progress")
         session.soak.say = progress.say
@@ -147,9 +151,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """After pytest-json-report saved report.json: session.json, then the HTML sign-off report.
 
     Runs on a normal end, on failures and on an interrupt (Ctrl-C, or SIGTERM from Slurm's time
-    limit), so a cut-short session still leaves a report, marked INCOMPLETE.
+    limit), so a cut-short session still leaves a report, marked INCOMPLETE; pytest then exits
+    with the session verdict's exit code.
     """
     harness_session = session.config.stash.get(SESSION_KEY, None)
-    if harness_session is not None and not harness_session.collect_only:
+    outcomes = session.config.stash.get(OUTCOMES_KEY, None)
+    if harness_session is not None and outcomes is not None:
         harness_session.gpu_state.stop()
-        write_session_outputs(session, harness_session, exitstatus)
+        write_session_outputs(session, harness_session, exitstatus, outcomes.verdict())
+        # pytest exits with this: 0 only for PASS (docs/verdicts.md has the table).
+        session.exitstatus = outcomes.verdict().exit_code
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session verdict as the terminal's last lines, after pytest's own summary."""
+    outcomes = config.stash.get(OUTCOMES_KEY, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if outcomes is not None and outcomes.session is not None and reporter is not None:
+        write_verdict_lines(reporter, outcomes.verdict())

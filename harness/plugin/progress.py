@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from harness.checks.session import SessionVerdict
 from harness.checks.verdict import Check
 from harness.plugin.results import CaseResult, CheckedResult
 
@@ -120,3 +121,18 @@ def _outcome_word(report: pytest.TestReport) -> str:
     if report.skipped:
         return "SKIP"
     return "PASS" if report.passed else "FAIL"
+
+
+def write_verdict_lines(reporter: pytest.TerminalReporter, verdict: SessionVerdict) -> None:
+    """The failures by cause and the cases that did not run, then the verdict itself as the last line.
+
+    Printed at every verbosity (``-qq`` too): the verdict is the session's product.
+    """
+    lines = [f"harness: failed: {cause.text()}" for cause in verdict.causes]
+    lines += [f"harness: did not run: {entry['name']}: {entry['reason']}" for entry in verdict.not_run[:20]]
+    if len(verdict.not_run) > 20:
+        lines.append(f"harness: did not run: {len(verdict.not_run) - 20} more (report.html lists them)")
+    lines += [f"harness: override: {o.get('name')}={o.get('value')}: {o.get('effect')}" for o in verdict.overrides]
+    for line in lines:
+        write_own_line(reporter, line)
+    write_own_line(reporter, f"harness: {verdict.headline} (exit status {verdict.exit_code})")

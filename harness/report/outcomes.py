@@ -18,14 +18,15 @@ from typing import Any
 from harness.cases import CaseId
 from harness.report.inputs import RunInputs, as_dict, as_list, as_number, as_text
 
-OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed", "interrupted")
+"""pytest's outcomes, and ``interrupted``: the plugin's word for a test cut short (harness/plugin/outcomes.py)."""
 THROUGHPUT_CHECK = "throughput_per_gpu"
 """Key of the per-GPU throughput check (harness.checks.verdict)."""
 
 _STATES = {"passed": "pass", "xpassed": "pass", "failed": "fail", "error": "fail", "skipped": "skip",
-           "xfailed": "skip"}
+           "xfailed": "skip", "interrupted": "skip"}
 _LABELS = {"passed": "PASS", "xpassed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP",
-           "xfailed": "XFAIL"}
+           "xfailed": "XFAIL", "interrupted": "INTERRUPTED"}
 _SKIP_TUPLE = re.compile(r"""^\(.*?, \d+, (['"])(?P<reason>.*)\1\)$""", re.S)
 
 
@@ -144,6 +145,8 @@ def _from_report(raw: dict) -> SessionTest:
         if stage.get("outcome") == "skipped" and not skip_reason:
             skip_reason = _skip_reason(stage.get("longrepr"))
     duration = sum(as_number(as_dict(raw.get(p)).get("duration")) or 0.0 for p in ("setup", "call", "teardown"))
+    if outcome == "interrupted":
+        skip_reason = "INTERRUPTED: the session stopped while this test ran; not run"
     return SessionTest(nodeid=nodeid, outcome=outcome, harness=harness, message=message, skip_reason=skip_reason,
                        duration_s=duration)
 

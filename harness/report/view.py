@@ -18,7 +18,8 @@ from harness.report.sections.verdict import build_verdict
 
 def _ran(test: SessionTest) -> bool:
     """A test with something to show in Per test (not a plain skip)."""
-    return bool(test.record or test.harness.get("checks")) or test.shown_outcome not in ("skipped", "xfailed")
+    return bool(test.record or test.harness.get("checks")) or test.shown_outcome not in ("skipped", "xfailed",
+                                                                                          "interrupted")
 
 
 def _case_order(tests: list[SessionTest]):

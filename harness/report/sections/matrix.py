@@ -18,7 +18,7 @@ _TITLES = {"weak": "Weak scaling (per-GPU batch fixed)", "strong": "Strong scali
 def _cell_note(test: SessionTest) -> str:
     record = test.record
     failed = [c["name"] for c in check_rows(test.harness) if c["state"] == "fail"]
-    if test.shown_outcome == "skipped":
+    if test.shown_outcome in ("skipped", "interrupted"):
         return test.skip_reason
     if record.get("failure"):
         return as_text(as_dict(record["failure"]).get("reason"))

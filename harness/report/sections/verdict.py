@@ -1,9 +1,17 @@
-"""The verdict banner: PASS, FAIL or INCOMPLETE, the counts, the times, and why a run is incomplete."""
+"""The verdict banner: PASS, FAIL or INCOMPLETE, the counts, the times, and why a run is incomplete.
+
+The verdict shown is the one the session recorded (session.json ``session_verdict``, or report.json
+``harness.session_verdict``: harness/checks/session.py), so the page says what the terminal, the
+JSON, JUnit and the exit code said. A run directory without one (an older harness, a session killed
+before its end) says "session verdict: not recorded" and shows the banner derived from the test
+outcomes below, as before.
+"""
 
 from __future__ import annotations
 
 from harness.report.format import fmt_duration, fmt_time, parse_time
-from harness.report.inputs import KEY_CHARS, RunInputs, as_dict, as_int, as_number, as_text, clean_text
+from harness.report.inputs import KEY_CHARS, RunInputs, as_dict, as_int, as_list, as_number, as_text, clean_text
+from harness.checks.session import from_dict as stored_verdict
 from harness.report.outcomes import SessionTest
 
 _TITLES = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}
@@ -11,7 +19,7 @@ _TITLES = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE"}
 
 def _counts(tests: list[SessionTest]) -> tuple[dict[str, int], int]:
     """Outcome counts (xpassed counted as passed, xfailed as skipped), and tests without an outcome."""
-    counts = {name: 0 for name in ("passed", "failed", "skipped", "error")}
+    counts = {name: 0 for name in ("passed", "failed", "skipped", "error", "interrupted")}
     missing = 0
     for test in tests:
         if test.outcome is None:
@@ -41,7 +49,7 @@ def _incomplete(inputs: RunInputs, tests: list[SessionTest], counts: dict[str, i
                        f"({'internal error' if exitstatus == 3 else 'usage error'})")
     if missing:
         reasons.append(f"{missing} test{'s have' if missing > 1 else ' has'} no recorded outcome")
-    if tests and not counts["passed"] and not counts["failed"] and not counts["error"] and not missing:
+    if tests and not any(counts[k] for k in ("passed", "failed", "error", "interrupted")) and not missing:
         reasons.append("no test ran: every test was skipped")
     if not tests:
         reasons.append("no test results were recorded")
@@ -64,14 +72,41 @@ def build_verdict(inputs: RunInputs, header: dict, tests: list[SessionTest]) -> 
     derived_failures = sum(1 for t in tests if t.outcome is None and t.derived_outcome == "failed")
     if counts["failed"] or counts["error"] or derived_failures:
         state = "fail"
-    elif incomplete:
+    elif incomplete or counts["interrupted"]:
         state = "incomplete"
     else:
         state = "pass"
-    return {"state": state, "title": _TITLES[state],
+    recorded = _recorded_verdict(inputs)
+    if recorded is not None:
+        state = recorded["verdict"].lower()
+    return {"state": state, "title": _TITLES[state], "session_verdict": _session_verdict_view(recorded),
             "counts": counts, "missing": missing, "derived_failures": derived_failures, "total": len(tests),
             "incomplete": incomplete, "notes": notes, "exitstatus": _exit_status(inputs),
             "run_id": as_text(header.get("run_id")) or clean_text(inputs.run_dir.name, KEY_CHARS, one_line=True),
             "started": fmt_time(header.get("started_at")) if header.get("started_at") else "unknown",
             "finished": fmt_time(header.get("finished_at")) if header.get("finished_at") else "not recorded",
             "wall": fmt_duration(_wall_seconds(inputs, header))}
+
+
+def _recorded_verdict(inputs: RunInputs) -> dict | None:
+    """The session's own verdict: session.json's, else report.json's; None when neither recorded one."""
+    recorded = stored_verdict(as_dict(inputs.session).get("session_verdict"))
+    if recorded is None:
+        recorded = stored_verdict(as_dict(as_dict(inputs.report).get("harness")).get("session_verdict"))
+    return recorded
+
+
+def _session_verdict_view(recorded: dict | None) -> dict:
+    """What the banner prints of the recorded verdict: its line, scope, causes, cases not run, overrides."""
+    if recorded is None:
+        return {"recorded": False, "headline": "session verdict: not recorded (an older harness, or a session "
+                "stopped before its end); the banner is derived from the test outcomes below",
+                "scope": "not recorded", "causes": [], "not_run": [], "overrides": [], "exit_code": None}
+    return {"recorded": True, "headline": as_text(recorded.get("headline")),
+            "scope": as_text(recorded.get("scope"), "not recorded"),
+            "causes": [as_text(as_dict(c).get("text")) for c in as_list(recorded.get("causes"))],
+            "not_run": [f"{as_text(as_dict(n).get('name'))}: {as_text(as_dict(n).get('reason'))}"
+                        for n in as_list(recorded.get("not_run"))],
+            "overrides": [f"{as_text(as_dict(o).get('name'))}={as_text(as_dict(o).get('value'))}: "
+                          f"{as_text(as_dict(o).get('effect'))}" for o in as_list(recorded.get("overrides"))],
+            "exit_code": as_int(recorded.get("exit_code"))}

@@ -1,0 +1,363 @@
+"""The session verdict: every test's outcome × what the profile requires of this node → PASS, FAIL or
+INCOMPLETE, its scope, its exit code and its failures grouped by cause. Pure: no pytest, no files.
+
+The rules (docs/verdicts.md), in order:
+
+1. **FAIL** when any check failed or any test failed or errored: a failure found is final, also in
+   an interrupted or narrowed run.
+2. **INCOMPLETE** when a test that had to run did not: a case the profile requires of this node
+   (``required_tests``) skipped (e.g. for missing GPUs), interrupted, never started or never
+   collected; a case the user asked for that the node cannot run (``--gpus 8`` on fewer); or
+   nothing at all was judged. Never PASS.
+3. **PASS** otherwise. Its scope says what it covers: ``full`` when every required case ran,
+   ``partial: N of M profile cases`` when the user narrowed the run (``--models``, ``-k``, node
+   ids, ...), which is never a node sign-off. On the cpu profile every verdict line says it is a
+   harness self-check, never a GPU sign-off.
+
+The plugin (harness/plugin/outcomes.py) gathers the inputs; the terminal, report.json,
+session.json, junit.xml, report.html and the exit code all show the ``SessionVerdict`` made here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from harness.cases import SCALINGS, CaseId
+from harness.profile.bounds import Profile
+
+Verdict = Literal["PASS", "FAIL", "INCOMPLETE"]
+Outcome = Literal["passed", "failed", "error", "skipped", "interrupted", "not run"]
+RAN = ("passed", "failed", "error")
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_INTERRUPTED = 2
+"""pytest's own code for an interrupted session: here INCOMPLETE because of Ctrl-C, SIGTERM or Slurm's limit."""
+EXIT_INTERNAL_ERROR = 3
+"""pytest's own code: the harness or pytest crashed; INCOMPLETE (what ran is in the report)."""
+EXIT_USAGE_ERROR = 4
+"""pytest's own code: refused before any test (bad option, no profile, GPUs unusable); no verdict is made."""
+EXIT_NO_TESTS = 5
+"""pytest's own code: nothing was collected (e.g. ``-k`` matching no test); INCOMPLETE."""
+EXIT_INCOMPLETE = 6
+"""Not pytest's: the session ended normally but a required case did not run (skipped, not collected)."""
+
+MATRIX_TESTS = ("test_weak_scaling", "test_strong_scaling", "test_allreduce_bus_bandwidth")
+"""The tests parametrized by the profile's matrix: ``--models/--precisions/--gpus`` narrow them."""
+NODE_TESTS = ("test_node_shape",)
+"""Tests of the node as a whole, required of every GPU node (acceptance/test_node.py)."""
+PER_GPU_TESTS = ("test_gpu_state",)
+"""Tests with one case per GPU (``test_gpu_state[gpu3]``), required for every GPU the node should have."""
+COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
+"""Component tests, one case per GPU (``cpu0`` on a CPU profile: GEMM and memory only), and
+``test_peer_copy[gpuA-gpuB]`` per ordered pair: required where the profile has ``[components]``."""
+LEVELS = ("quick", "standard", "long")
+"""Run levels (``--level``): quick = the node, GPU state, components and topology; standard adds the
+DDP matrix and the all-reduce; long adds the soak."""
+CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
+NOT_A_SIGN_OFF = "not a node sign-off"
+
+_GPU = re.compile(r"\bGPU (?P<id>\d+)(?: \(?(?:UUID )?(?P<extra>(?:GPU|MIG)-[0-9A-Za-z-]+)\)?)?")
+_CAUSES = (  # what a note may name as the cause, before the GPU it happened on
+    ("pid", re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^),]{1,60})[^)]*\))?")),  # the name, not its memory
+    ("XID", re.compile(r"\bXID (?P<id>\d+)(?: \((?P<extra>[^)]{1,80})\))?")),
+    ("link", re.compile(r"\blink (?P<id>\d+)")),
+)
+_RANK = re.compile(r"\brank (?P<id>\d+)")
+
+
+def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard",
+                   native_bf16: str | None = None) -> list[str]:
+    """The test names (``test_weak_scaling[resnet50-bf16-4gpu]``) the profile requires of a node of
+    ``expected_gpus`` GPUs (ranks on a CPU profile): single-node cases only, in test order.
+
+    Cases the profile itself leaves out are not required: a model × precision without bounds, bf16
+    on a CPU without native bf16 where the profile says so, a GPU count above the node's. The level
+    (``LEVELS``) decides which kinds of test are asked for at all.
+    """
+    names: list[str] = []
+    counts = [n for n in sorted(set(profile.gpu_counts)) if n <= expected_gpus]
+    gpus = range(expected_gpus)
+    if profile.hardware.device == "cuda":
+        names += list(NODE_TESTS)
+        names += [f"{test}[gpu{index}]" for test in PER_GPU_TESTS for index in gpus]
+        if profile.topology is not None:
+            names.append("test_topology")
+    if getattr(profile, "components", None) is not None:  # the components helper's section, once merged
+        if profile.hardware.device == "cuda":
+            names += [f"{test}[gpu{index}]" for test in COMPONENT_TESTS for index in gpus]
+            names += [f"test_peer_copy[gpu{a}-gpu{b}]" for a in gpus for b in gpus if a != b]
+        else:
+            names += [f"{test}[cpu0]" for test in COMPONENT_TESTS[:2]]
+    if LEVELS.index(level if level in LEVELS else "standard") < LEVELS.index("standard"):
+        return names
+    for scaling in SCALINGS:
+        for count in counts:
+            for model in profile.models:
+                for precision in profile.precisions:
+                    if case_required(profile, CaseId(model=model, precision=precision, gpus=count,
+                                                     scaling=scaling), native_bf16):
+                        names.append(f"test_{scaling}_scaling[{model}-{precision}-{count}gpu]")
+    if profile.interconnect is not None:
+        names += [f"test_allreduce_bus_bandwidth[{n}gpu]" for n in counts if n > 1]
+    if level == "long":
+        names.append("test_soak")
+    return names
+
+
+def case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
+    """Whether the profile asks for ``case`` at its GPU count: it bounds it, and bf16 runs on this CPU."""
+    bounds = profile.bounds(case.model, case.precision)
+    if bounds is None:
+        return False
+    if case.precision == "bf16" and profile.bf16_needs_native and native_bf16 is None:
+        return False
+    return case.scaling == "weak" or (case.gpus > 1 and case.gpus in bounds.min_strong_efficiency)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectedTest:
+    """What one selected test did, as the plugin saw it."""
+
+    name: str
+    """pytest's name of the test: ``test_weak_scaling[resnet50-bf16-4gpu]``."""
+    outcome: Outcome
+    must_run: bool = False
+    """Required of this node, or asked for by the user beyond what the node has: a skip is not a pass."""
+    checks: tuple[dict, ...] = ()
+    """The checks of its CaseResult/CheckedResult (``Check.to_dict()``)."""
+    reason: str = ""
+    """Why it was skipped, did not run, or failed without a failed check (first line)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionFacts:
+    """What the session knows beside the tests: the requirement, how it was narrowed, how it ended."""
+
+    required: tuple[str, ...]
+    """``required_tests`` of this node."""
+    collected: frozenset[str] = frozenset()
+    """Every test name collected before the user's deselection (-k, -m, --deselect)."""
+    partial_collection: bool = False
+    """Node ids or single files were named: tests outside them were never collected, so absence says nothing."""
+    option_narrowing: tuple[str, ...] = ()
+    """The matrix options given, as typed: ``--models tiny_bert``."""
+    selection_narrowing: tuple[str, ...] = ()
+    """Selections of tests: ``-k weak``, ``-m ...``, ``--deselect ...``, node ids or single files."""
+    cpu: bool = False
+    """The cpu profile: a self-check of the harness, never a GPU sign-off."""
+    interrupted: bool = False
+    pytest_exit: int = 0
+    """pytest's own exit status, before the verdict replaces it."""
+    overrides: tuple[dict, ...] = ()
+    """Environment variables that change results ({"name", "value", "effect"}), from the reliability helper."""
+    level: str = "standard"
+    """The run level (``LEVELS``): quick checks the node's health without the DDP matrix, never a sign-off."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cause:
+    """Failures of one check key, and where they were seen."""
+
+    key: str
+    count: int
+    where: tuple[str, ...]
+    """The named GPUs, pids, XIDs, links or ranks, each with how often; empty when no note names one."""
+    tests: tuple[str, ...]
+
+    def text(self) -> str:
+        """``throughput_per_gpu ×3, all on GPU 2 (UUID GPU-…)``."""
+        if not self.where:
+            return f"{self.key} ×{self.count} ({', '.join(self.tests[:3])}{', …' if len(self.tests) > 3 else ''})"
+        if len(self.where) == 1:
+            entity = self.where[0].rsplit(" ×", 1)[0]
+            return f"{self.key} ×{self.count}, {'all ' if self.count > 1 else ''}on {entity}"
+        return f"{self.key} ×{self.count}, on {', '.join(self.where)}"
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "count": self.count, "where": list(self.where), "tests": list(self.tests),
+                "text": self.text()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionVerdict:
+    verdict: Verdict
+    scope: str
+    """``full`` or ``partial: N of M profile cases``."""
+    exit_code: int
+    headline: str
+    """The one line shown wherever the verdict appears."""
+    counts: dict[str, int]
+    required_total: int
+    required_selected: int
+    sign_off: bool
+    """PASS over the full scope on a GPU profile: the only verdict that signs a node off."""
+    cpu_self_check: bool
+    causes: tuple[Cause, ...] = ()
+    not_run: tuple[dict, ...] = ()
+    """Tests that had to run and did not: {"name", "outcome", "reason"}."""
+    narrowing: tuple[str, ...] = ()
+    overrides: tuple[dict, ...] = ()
+    level: str = "standard"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "scope": self.scope, "exit_code": self.exit_code,
+                "headline": self.headline, "counts": dict(self.counts), "required_total": self.required_total,
+                "required_selected": self.required_selected, "sign_off": self.sign_off,
+                "cpu_self_check": self.cpu_self_check, "causes": [c.to_dict() for c in self.causes],
+                "not_run": [dict(n) for n in self.not_run], "narrowing": list(self.narrowing),
+                "overrides": [dict(o) for o in self.overrides], "level": self.level}
+
+
+def judge_session(tests: list[SelectedTest], facts: SessionFacts) -> SessionVerdict:
+    """The session's verdict from every selected test's outcome and what the node had to run."""
+    selected = {t.name for t in tests}
+    narrowed = bool(facts.option_narrowing or facts.selection_narrowing)
+    missing = [name for name in facts.required if name not in selected and not _narrowed_away(name, facts)]
+    not_run = [{"name": t.name, "outcome": t.outcome, "reason": t.reason or _default_reason(t.outcome)}
+               for t in tests if (t.must_run or t.name in facts.required) and t.outcome not in RAN]
+    not_run += [{"name": name, "outcome": "not run",
+                 "reason": "not collected: the suite has no such test for this node" + _missing_hint(name)}
+                for name in missing]
+    causes = group_causes(tests)
+    counts = {outcome: sum(1 for t in tests if t.outcome == outcome)
+              for outcome in ("passed", "failed", "error", "skipped", "interrupted", "not run")}
+    counts["not run"] += len(missing)
+    judged = any(t.outcome in RAN for t in tests)
+    required_selected = sum(1 for name in facts.required if name in selected)
+    full = required_selected == len(facts.required) or not narrowed
+    scope = "full" if full else f"partial: {required_selected} of {len(facts.required)} profile cases"
+    if causes or counts["failed"] or counts["error"]:
+        verdict: Verdict = "FAIL"
+    elif not_run or not judged or facts.interrupted:
+        verdict = "INCOMPLETE"
+    else:
+        verdict = "PASS"
+    headline = _headline(verdict, scope, causes, not_run, judged, facts)
+    return SessionVerdict(
+        verdict=verdict, scope=scope, exit_code=exit_code(verdict, facts), headline=headline, counts=counts,
+        required_total=len(facts.required), required_selected=required_selected,
+        sign_off=verdict == "PASS" and full and not facts.cpu and facts.level != "quick", cpu_self_check=facts.cpu,
+        causes=tuple(causes), not_run=tuple(not_run), narrowing=facts.option_narrowing + facts.selection_narrowing,
+        overrides=facts.overrides, level=facts.level)
+
+
+def unjudged(error: str) -> SessionVerdict:
+    """The verdict when judging itself failed (a harness bug): INCOMPLETE with pytest's internal-error code."""
+    return SessionVerdict(verdict="INCOMPLETE", scope="not known", exit_code=EXIT_INTERNAL_ERROR,
+                          headline=f"INCOMPLETE — the session verdict could not be made ({error}); see report.json",
+                          counts={}, required_total=0, required_selected=0, sign_off=False, cpu_self_check=False)
+
+
+def exit_code(verdict: Verdict, facts: SessionFacts) -> int:
+    """0 only for PASS; 1 FAIL; INCOMPLETE keeps pytest's 2/3/5 where they say why, else 6."""
+    if verdict == "PASS":
+        return EXIT_PASS
+    if verdict == "FAIL":
+        return EXIT_FAIL
+    if facts.interrupted or facts.pytest_exit == EXIT_INTERRUPTED:
+        return EXIT_INTERRUPTED
+    if facts.pytest_exit in (EXIT_INTERNAL_ERROR, EXIT_NO_TESTS):
+        return facts.pytest_exit
+    return EXIT_INCOMPLETE
+
+
+def _narrowed_away(name: str, facts: SessionFacts) -> bool:
+    """Whether the user's narrowing, not the node, kept a required test out of the session."""
+    if name in facts.collected or facts.partial_collection:
+        return True  # deselected by -k, -m or --deselect; or outside the node ids and files named
+    return bool(facts.option_narrowing) and name.split("[", 1)[0] in MATRIX_TESTS
+
+
+def _missing_hint(name: str) -> str:
+    function = name.split("[", 1)[0]
+    if function in PER_GPU_TESTS:
+        return " (a GPU the node should have is not visible)"
+    if function in NODE_TESTS or function == "test_topology":
+        return f" (acceptance/ lacks {function}, or it was not collected)"
+    return ""
+
+
+def _default_reason(outcome: str) -> str:
+    return {"interrupted": "interrupted: the session stopped while it ran",
+            "not run": "never started: the session stopped before it",
+            "skipped": "skipped"}.get(outcome, outcome)
+
+
+def group_causes(tests: list[SelectedTest]) -> list[Cause]:
+    """Failed checks grouped by key, each naming where it was seen; a failed test with no failed check
+    (an error, a crash before its checks) is its own cause, ``test_failed`` / ``test_error``."""
+    by_key: dict[str, list[tuple[str, str]]] = {}
+    for test in tests:
+        failed = [c for c in test.checks if isinstance(c, dict) and c.get("passed") is False]
+        for check in failed:
+            by_key.setdefault(str(check.get("key") or "unnamed_check"), []).append(
+                (test.name, named_entity(str(check.get("note") or ""))))
+        if not failed and test.outcome in ("failed", "error"):
+            key = "test_error" if test.outcome == "error" else "test_failed"
+            by_key.setdefault(key, []).append((test.name, named_entity(test.reason)))
+    causes = []
+    for key, seen in by_key.items():
+        entities = [entity for _, entity in seen if entity]
+        where = tuple(f"{e} ×{entities.count(e)}" for e in dict.fromkeys(entities))
+        tests_named = tuple(dict.fromkeys(name for name, _ in seen))
+        causes.append(Cause(key=key, count=len(seen), where=where, tests=tests_named))
+    return sorted(causes, key=lambda c: -c.count)
+
+
+def named_entity(note: str) -> str:
+    """What a check's note names as the cause and where: ``pid 4242 (python) on GPU 0``, ``XID 79 (…)
+    on GPU 1``, ``link 3 on GPU 2``, ``GPU 2 (UUID GPU-…)``, ``rank 1``; "" when it names none."""
+    gpu = _GPU.search(note)
+    gpu_text = ""
+    if gpu:
+        gpu_text = f"GPU {gpu['id']}" + (f" (UUID {gpu['extra']})" if gpu["extra"] else "")
+    for word, pattern in _CAUSES:
+        match = pattern.search(note)
+        if match:
+            extra = match.groupdict().get("extra")
+            cause = f"{word} {match['id']}" + (f" ({extra})" if extra else "")
+            return f"{cause} on {gpu_text}" if gpu_text else cause
+    if gpu_text:
+        return gpu_text
+    rank = _RANK.search(note)
+    return f"rank {rank['id']}" if rank else ""
+
+
+def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[dict], judged: bool,
+              facts: SessionFacts) -> str:
+    count = len(facts.required)
+    parts = [scope if scope != "full" else f"full: {count} profile case{'' if count == 1 else 's'} of this node"]
+    if facts.level != "standard":
+        parts[0] += f" at level {facts.level}"
+    if verdict == "FAIL":
+        parts.append("; ".join(c.text() for c in causes[:3]) + (f"; {len(causes) - 3} more causes"
+                                                                 if len(causes) > 3 else ""))
+    elif verdict == "INCOMPLETE":
+        if not_run:
+            shown = ", ".join(f"{n['name']} ({n['reason']})" for n in not_run[:2])
+            parts.append(f"{len(not_run)} that had to run did not: {shown}{', …' if len(not_run) > 2 else ''}")
+        elif not judged:
+            parts.append("no test was judged")
+        else:
+            parts.append("the session was interrupted")
+    if scope != "full" and verdict != "FAIL":
+        parts.append(NOT_A_SIGN_OFF)
+    elif facts.level == "quick" and verdict != "FAIL":
+        parts.append(f"a health check without the DDP matrix, {NOT_A_SIGN_OFF}")
+    if facts.cpu:
+        parts.append(CPU_SELF_CHECK)
+    if facts.overrides:
+        parts.append("overrides: " + ", ".join(f"{o.get('name')}={o.get('value')}" for o in facts.overrides))
+    return f"{verdict} — " + "; ".join(p for p in parts if p)
+
+
+def from_dict(data: Any) -> dict | None:
+    """A stored verdict (session.json ``session_verdict``) as a dict with a known ``verdict``; None when
+    absent or damaged (shown as "not recorded")."""
+    if not isinstance(data, dict) or data.get("verdict") not in ("PASS", "FAIL", "INCOMPLETE"):
+        return None
+    return data
+

@@ -1,0 +1,267 @@
+"""The session verdict (harness/checks/session.py): every rule, pure, with profiles as shipped."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.checks.session import (CPU_SELF_CHECK, EXIT_INCOMPLETE, NOT_A_SIGN_OFF, SessionFacts, SelectedTest,
+                                    from_dict, judge_session, named_entity, required_tests)
+from harness.profile.load import load_profile
+
+THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
+
+
+@pytest.fixture(scope="module")
+def cpu_profile():
+    return load_profile(THRESHOLDS / "cpu.toml")
+
+
+@pytest.fixture(scope="module")
+def h200_profile():
+    return load_profile(THRESHOLDS / "h200.toml")
+
+
+def passed(name, **kw):
+    return SelectedTest(name=name, outcome="passed", **kw)
+
+
+def check(key, passed_, note=""):
+    return {"key": key, "passed": passed_, "note": note}
+
+
+def facts(required, **kw):
+    return SessionFacts(required=tuple(required), **kw)
+
+
+# --- what the profile requires of this node ---------------------------------------------------------
+
+def test_required_cases_stop_at_the_node_shape(h200_profile):
+    two = required_tests(h200_profile, 2)
+    eight = required_tests(h200_profile, 8)
+    assert "test_weak_scaling[resnet50-bf16-2gpu]" in two and "test_weak_scaling[resnet50-bf16-4gpu]" not in two
+    assert "test_weak_scaling[resnet50-bf16-8gpu]" in eight
+    assert "test_allreduce_bus_bandwidth[2gpu]" in two and "test_allreduce_bus_bandwidth[1gpu]" not in two
+    assert [n for n in eight if n.startswith("test_gpu_state")] == [f"test_gpu_state[gpu{i}]" for i in range(8)]
+    assert "test_node_shape" in two and "test_topology" in two
+
+
+def test_levels_decide_which_kinds_of_test_are_required(h200_profile):
+    quick = required_tests(h200_profile, 4, level="quick")
+    standard = required_tests(h200_profile, 4)
+    long = required_tests(h200_profile, 4, level="long")
+    assert not [n for n in quick if "scaling[" in n or "allreduce" in n]
+    assert "test_node_shape" in quick and "test_gpu_state[gpu3]" in quick
+    assert set(quick) < set(standard) and "test_allreduce_bus_bandwidth[4gpu]" in standard
+    assert set(long) - set(standard) == {"test_soak"}
+
+
+def test_component_tests_are_required_where_the_profile_bounds_components(h200_profile, cpu_profile):
+    def with_components(profile):
+        fields = {name: getattr(profile, name) for name in ("hardware", "gpu_counts", "models", "precisions",
+                                                              "interconnect", "topology", "bf16_needs_native")}
+        return SimpleNamespace(**fields, components=object(), bounds=profile.bounds)
+
+    assert not [n for n in required_tests(h200_profile, 2) if n.startswith("test_gemm")]
+    gpu = required_tests(with_components(h200_profile), 2, level="quick")
+    assert {"test_gemm[gpu1]", "test_host_link[gpu0]", "test_peer_copy[gpu0-gpu1]", "test_peer_copy[gpu1-gpu0]"} \
+        <= set(gpu)
+    cpu = required_tests(with_components(cpu_profile), 2, level="quick")
+    assert cpu == ["test_gemm[cpu0]", "test_memory_bandwidth[cpu0]"]
+
+def test_cpu_profile_requires_no_gpu_tests_and_no_bf16_without_native_bf16(cpu_profile):
+    emulated = required_tests(cpu_profile, 2, native_bf16=None)
+    native = required_tests(cpu_profile, 2, native_bf16="amx_bf16")
+    assert not [n for n in emulated if "bf16" in n] and [n for n in native if "bf16" in n]
+    assert not [n for n in emulated if n.startswith(("test_node_shape", "test_gpu_state", "test_topology"))]
+    assert "test_weak_scaling[tiny_bert-fp32-1gpu]" in emulated
+
+
+def test_strong_cases_are_required_only_where_the_profile_bounds_them(h200_profile):
+    names = required_tests(h200_profile, 8)
+    for name in (n for n in names if n.startswith("test_strong_scaling")):
+        model, precision, gpus = name.split("[")[1].rstrip("]").split("-")
+        assert int(gpus[:-3]) in h200_profile.bounds(model, precision).min_strong_efficiency
+
+
+# --- the rules --------------------------------------------------------------------------------------
+
+REQUIRED = ["test_weak_scaling[a-fp32-1gpu]", "test_weak_scaling[a-fp32-2gpu]", "test_node_shape"]
+
+
+def test_every_required_case_passed_is_a_full_pass_and_exit_0():
+    verdict = judge_session([passed(n, must_run=False) for n in REQUIRED], facts(REQUIRED))
+    assert (verdict.verdict, verdict.scope, verdict.exit_code, verdict.sign_off) == ("PASS", "full", 0, True)
+    assert verdict.headline == "PASS — full: 3 profile cases of this node"
+
+
+def test_a_failed_check_fails_the_session_even_when_interrupted():
+    tests = [passed(REQUIRED[0]),
+             SelectedTest(name=REQUIRED[1], outcome="failed", checks=(check("throughput_per_gpu", False),)),
+             SelectedTest(name=REQUIRED[2], outcome="interrupted")]
+    verdict = judge_session(tests, facts(REQUIRED, interrupted=True, pytest_exit=2))
+    assert (verdict.verdict, verdict.exit_code) == ("FAIL", 1)
+
+
+@pytest.mark.parametrize("outcome", ["error", "failed"])
+def test_a_failed_or_errored_test_without_a_failed_check_fails(outcome):
+    tests = [passed(REQUIRED[0]), passed(REQUIRED[2]),
+             SelectedTest(name=REQUIRED[1], outcome=outcome, reason="RuntimeError: boom")]
+    verdict = judge_session(tests, facts(REQUIRED))
+    assert verdict.verdict == "FAIL" and verdict.causes[0].key == f"test_{'error' if outcome == 'error' else 'failed'}"
+
+
+def test_a_required_case_skipped_for_missing_gpus_is_incomplete_never_pass():
+    tests = [passed(REQUIRED[0]), passed(REQUIRED[2]),
+             SelectedTest(name=REQUIRED[1], outcome="skipped", reason="needs 2 GPUs; this node has 1")]
+    verdict = judge_session(tests, facts(REQUIRED))
+    assert (verdict.verdict, verdict.exit_code) == ("INCOMPLETE", EXIT_INCOMPLETE)
+    assert verdict.not_run == ({"name": REQUIRED[1], "outcome": "skipped", "reason": "needs 2 GPUs; this node has 1"},)
+    assert "needs 2 GPUs" in verdict.headline
+
+
+def test_a_required_case_not_collected_without_narrowing_is_incomplete():
+    verdict = judge_session([passed(REQUIRED[0]), passed(REQUIRED[2])], facts(REQUIRED))
+    assert verdict.verdict == "INCOMPLETE" and verdict.not_run[0]["name"] == REQUIRED[1]
+    assert verdict.not_run[0]["reason"].startswith("not collected")
+
+
+def test_a_gpu_state_case_missing_for_a_lost_gpu_names_it():
+    required = ["test_gpu_state[gpu0]", "test_gpu_state[gpu1]"]
+    verdict = judge_session([passed(required[0])], facts(required, option_narrowing=("--models resnet50",)))
+    assert verdict.verdict == "INCOMPLETE" and "not visible" in verdict.not_run[0]["reason"]
+
+
+def test_narrowing_the_matrix_is_a_partial_pass_and_never_a_sign_off():
+    verdict = judge_session([passed(REQUIRED[0]), passed(REQUIRED[2])],
+                            facts(REQUIRED, option_narrowing=("--gpus 1",)))
+    assert (verdict.verdict, verdict.scope, verdict.exit_code) == ("PASS", "partial: 2 of 3 profile cases", 0)
+    assert not verdict.sign_off and verdict.headline.endswith(NOT_A_SIGN_OFF)
+    assert verdict.headline.startswith("PASS — partial: 2 of 3 profile cases")
+
+
+def test_a_keyword_selection_is_partial():
+    verdict = judge_session([passed(REQUIRED[0])], facts(REQUIRED, selection_narrowing=("-k 1gpu",),
+                                                         collected=frozenset(REQUIRED)))
+    assert verdict.verdict == "PASS" and verdict.scope == "partial: 1 of 3 profile cases"
+
+
+def test_a_keyword_selection_does_not_hide_a_required_test_the_node_never_collected():
+    """``-k resnet50`` on a node that lost GPU 1: test_gpu_state[gpu1] was never collected, not deselected."""
+    required = ["test_weak_scaling[a-fp32-1gpu]", "test_gpu_state[gpu0]", "test_gpu_state[gpu1]"]
+    verdict = judge_session([passed(required[1])], facts(required, selection_narrowing=("-k gpu_state",),
+                                                         collected=frozenset(required[:2])))
+    assert verdict.verdict == "INCOMPLETE" and [n["name"] for n in verdict.not_run] == ["test_gpu_state[gpu1]"]
+
+
+def test_node_ids_on_the_command_line_are_partial():
+    verdict = judge_session([passed(REQUIRED[0])], facts(REQUIRED, partial_collection=True,
+                                                         selection_narrowing=("acceptance/test_scaling.py",)))
+    assert verdict.verdict == "PASS" and verdict.scope == "partial: 1 of 3 profile cases"
+
+
+def test_a_verdict_that_could_not_be_made_is_incomplete_with_exit_3():
+    from harness.checks.session import unjudged
+
+    verdict = unjudged("KeyError: 'x'")
+    assert (verdict.verdict, verdict.exit_code) == ("INCOMPLETE", 3) and "KeyError" in verdict.headline
+
+
+def test_a_narrowing_that_keeps_every_required_case_is_full():
+    verdict = judge_session([passed(n) for n in REQUIRED], facts(REQUIRED, option_narrowing=("--gpus 1,2",)))
+    assert verdict.scope == "full" and verdict.sign_off
+
+
+def test_a_case_asked_beyond_the_node_that_was_skipped_is_incomplete():
+    """``--gpus 8`` on a smaller node: nothing required was selected, and the case asked for did not run."""
+    tests = [SelectedTest(name="test_weak_scaling[a-fp32-8gpu]", outcome="skipped", must_run=True,
+                         reason="needs 8 CPU cores; this node has 2")]
+    verdict = judge_session(tests, facts(REQUIRED, option_narrowing=("--gpus 8",)))
+    assert (verdict.verdict, verdict.scope) == ("INCOMPLETE", "partial: 0 of 3 profile cases")
+    assert verdict.exit_code != 0
+
+
+def test_nothing_judged_is_incomplete():
+    tests = [SelectedTest(name="test_soak", outcome="skipped", reason="no --soak")]
+    verdict = judge_session(tests, facts([], selection_narrowing=("-k soak",), collected=frozenset({"test_soak"})))
+    assert verdict.verdict == "INCOMPLETE" and "no test was judged" in verdict.headline
+
+
+def test_an_interrupted_session_is_incomplete_with_pytests_exit_2():
+    tests = [passed(REQUIRED[0]), SelectedTest(name=REQUIRED[1], outcome="interrupted"),
+             SelectedTest(name=REQUIRED[2], outcome="not run")]
+    verdict = judge_session(tests, facts(REQUIRED, interrupted=True, pytest_exit=2))
+    assert (verdict.verdict, verdict.exit_code) == ("INCOMPLETE", 2)
+    assert [n["outcome"] for n in verdict.not_run] == ["interrupted", "not run"]
+    assert verdict.counts["interrupted"] == 1
+
+
+@pytest.mark.parametrize("pytest_exit", [3, 5])
+def test_incomplete_keeps_pytests_internal_error_and_no_tests_codes(pytest_exit):
+    verdict = judge_session([], facts(REQUIRED, pytest_exit=pytest_exit))
+    assert (verdict.verdict, verdict.exit_code) == ("INCOMPLETE", pytest_exit)
+
+
+def test_a_quick_level_pass_is_a_health_check_never_a_sign_off():
+    verdict = judge_session([passed(REQUIRED[2])], facts([REQUIRED[2]], level="quick"))
+    assert (verdict.verdict, verdict.scope, verdict.sign_off) == ("PASS", "full", False)
+    assert verdict.headline == ("PASS — full: 1 profile case of this node at level quick; "
+                                "a health check without the DDP matrix, not a node sign-off")
+
+
+def test_the_cpu_profile_says_self_check_in_every_verdict_line():
+    for tests in ([passed("test_weak_scaling[a-fp32-1gpu]")],
+                  [SelectedTest(name="test_weak_scaling[a-fp32-1gpu]", outcome="failed")]):
+        verdict = judge_session(tests, facts(["test_weak_scaling[a-fp32-1gpu]"], cpu=True))
+        assert CPU_SELF_CHECK in verdict.headline and not verdict.sign_off
+
+
+def test_overrides_are_shown_beside_the_verdict():
+    override = {"name": "NCCL_P2P_DISABLE", "value": "1", "effect": "no NVLink peer access"}
+    verdict = judge_session([passed(n) for n in REQUIRED], facts(REQUIRED, overrides=(override,)))
+    assert "overrides: NCCL_P2P_DISABLE=1" in verdict.headline
+    assert verdict.to_dict()["overrides"] == [override]
+
+
+# --- failures grouped by cause ------------------------------------------------------------------------
+
+def test_failures_of_one_key_on_one_gpu_are_one_cause_naming_it():
+    note = "GPU 2 (UUID GPU-1b2c3d4e-aaaa) 1,801.0 images/s < 1,970.0"
+    tests = [SelectedTest(name=f"test_weak_scaling[m{i}-bf16-4gpu]", outcome="failed",
+                         checks=(check("throughput_per_gpu", False, note), check("weak_efficiency", True)))
+             for i in range(3)]
+    verdict = judge_session(tests, facts([]))
+    assert [c.text() for c in verdict.causes] == ["throughput_per_gpu ×3, all on GPU 2 (UUID GPU-1b2c3d4e-aaaa)"]
+    assert "throughput_per_gpu ×3, all on GPU 2" in verdict.headline
+
+
+def test_causes_on_several_entities_count_each():
+    first = (check("foreign_processes", False, "pid 4242 (python) on GPU 0 holds 2.0 GiB"),)
+    second = (check("foreign_processes", False, "pid 77 (stress) on GPU 1"),
+              check("xid_events", False, "XID 79 (GPU fell off the bus) on GPU 1"))
+    tests = [SelectedTest(name="t1", outcome="failed", checks=first),
+             SelectedTest(name="t2", outcome="failed", checks=second)]
+    causes = {c.key: c.text() for c in judge_session(tests, facts([])).causes}
+    assert causes == {"foreign_processes": ("foreign_processes ×2, on pid 4242 (python) on GPU 0 ×1, "
+                                            "pid 77 (stress) on GPU 1 ×1"),
+                      "xid_events": "xid_events ×1, on XID 79 (GPU fell off the bus) on GPU 1"}
+
+
+@pytest.mark.parametrize("note, entity", [
+    ("GPU 2 link 3 CRC errors rose by 12", "link 3 on GPU 2"),
+    ("rank 1 is 1.3x slower", "rank 1"),
+    ("GPU 5 power limit 500 W < default 700 W", "GPU 5"),
+    ("GPU 0 (GPU-aa11): pid 4242 (python, 2.0 GiB)", "pid 4242 (python) on GPU 0 (UUID GPU-aa11)"),
+    ("hidden by CUDA_VISIBLE_DEVICES='0,1,2': GPU 3 GPU-dd44 (PCI 00000000:1B:00.0)", "GPU 3 (UUID GPU-dd44)"),
+    ("GPU 1 (GPU-bb22): XID 79 (GPU has fallen off the bus) at 03:12:01",
+     "XID 79 (GPU has fallen off the bus) on GPU 1 (UUID GPU-bb22)"),
+    ("nothing named here", ""),
+])
+def test_named_entity(note, entity):
+    assert named_entity(note) == entity
+
+
+def test_a_stored_verdict_is_read_back_and_a_damaged_one_is_not_recorded():
+    verdict = judge_session([passed(n) for n in REQUIRED], facts(REQUIRED)).to_dict()
+    assert from_dict(verdict) == verdict
+    assert from_dict({"verdict": "MAYBE"}) is None and from_dict(None) is None
