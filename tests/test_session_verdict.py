@@ -57,17 +57,22 @@ def test_levels_decide_which_kinds_of_test_are_required(h200_profile):
 
 
 def test_component_tests_are_required_where_the_profile_bounds_components(h200_profile, cpu_profile):
-    def with_components(profile):
+    def with_components(profile, **peer):
         fields = {name: getattr(profile, name) for name in ("hardware", "gpu_counts", "models", "precisions",
                                                               "interconnect", "topology", "bf16_needs_native")}
-        return SimpleNamespace(**fields, components=object(), bounds=profile.bounds)
+        components = SimpleNamespace(**{"min_peer_gbps": None, "max_peer_latency_us": None, **peer})
+        return SimpleNamespace(**fields, components=components, bounds=profile.bounds)
 
-    assert not [n for n in required_tests(h200_profile, 2) if n.startswith("test_gemm")]
-    gpu = required_tests(with_components(h200_profile), 2, level="quick")
-    assert {"test_gemm[gpu1]", "test_host_link[gpu0]", "test_peer_copy[gpu0-gpu1]", "test_peer_copy[gpu1-gpu0]"} \
-        <= set(gpu)
+    without = SimpleNamespace(**{**with_components(h200_profile).__dict__, "components": None})
+    assert not [n for n in required_tests(without, 2) if n.startswith("test_gemm")]
+    unbounded_peers = required_tests(with_components(h200_profile), 2, level="quick")
+    assert {"test_gemm[gpu1]", "test_host_link[gpu0]"} <= set(unbounded_peers)
+    assert not [n for n in unbounded_peers if n.startswith("test_peer_copy")]  # no peer bound: shown, not required
+    gpu = required_tests(with_components(h200_profile, min_peer_gbps=300.0), 2, level="quick")
+    assert {"test_peer_copy[gpu0-gpu1]", "test_peer_copy[gpu1-gpu0]"} <= set(gpu)
     cpu = required_tests(with_components(cpu_profile), 2, level="quick")
     assert cpu == ["test_gemm[cpu0]", "test_memory_bandwidth[cpu0]"]
+
 
 def test_cpu_profile_requires_no_gpu_tests_and_no_bf16_without_native_bf16(cpu_profile):
     emulated = required_tests(cpu_profile, 2, native_bf16=None)

@@ -203,16 +203,21 @@ def test_a_real_cpu_session_stopped_by_a_signal_is_incomplete(tmp_path, signal_n
 
 
 @pytest.fixture
-def h100_node(h100_session, monkeypatch):  # noqa: F811 - the fixture imported above
+def h100_node(h100_session, monkeypatch, tmp_path):  # noqa: F811 - the fixture imported above
     """The acceptance suite on one fake H100 (test_gpu_state.py's session: detection and NVML faked,
     the shipped h100-80gb profile; its GPU-state test is test_a_gpu_state.py, beside a plain test_other),
     every case far above its bound: run(*args) -> (result, session.json's session_verdict)."""
     run_session, _, root = h100_session
     for test_file in (ROOT / "acceptance").glob("test_*.py"):
-        # The GPU-state test is there already; the component tests would launch real benchmarks, and
-        # h100-80gb has no [components] to require them (tests/test_components*.py fake those).
+        # The GPU-state test is there already; the component tests would launch real benchmarks
+        # (tests/test_components*.py fake those), so the profile's [components] is left out here.
         if test_file.name not in ("test_gpu_state.py", "test_components.py"):
             (root / test_file.name).write_text(test_file.read_text())
+    for profile in (tmp_path / "thresholds").glob("h100-80gb.toml"):  # h100_session's copy
+        text = profile.read_text()
+        start = text.index("\n[components]")
+        end = text.find("\n[", start + 1)
+        profile.write_text(text[:start] + (text[end:] if end != -1 else "\n"))
     launcher = FakeLauncher(per_gpu=1e6)
     monkeypatch.setattr("harness.launch.benchmark.run_benchmark", launcher)
     monkeypatch.setattr("harness.launch.group.run_benchmark_group", launcher.group)

@@ -52,7 +52,7 @@ PER_GPU_TESTS = ("test_gpu_state",)
 """Tests with one case per GPU (``test_gpu_state[gpu3]``), required for every GPU the node should have."""
 COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
 """Component tests, one case per GPU (``cpu0`` on a CPU profile: GEMM and memory only), and
-``test_peer_copy[gpuA-gpuB]`` per ordered pair: required where the profile has ``[components]``."""
+``test_peer_copy[gpuA-gpuB]`` per ordered pair: required where ``[components]`` bounds peer copies."""
 LEVELS = ("quick", "standard", "long")
 """Run levels (``--level``): quick = the node, GPU state, components and topology; standard adds the
 DDP matrix and the all-reduce; long adds the soak."""
@@ -88,7 +88,11 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
     if getattr(profile, "components", None) is not None:  # the components helper's section, once merged
         if profile.hardware.device == "cuda":
             names += [f"{test}[gpu{index}]" for test in COMPONENT_TESTS for index in gpus]
-            names += [f"test_peer_copy[gpu{a}-gpu{b}]" for a in gpus for b in gpus if a != b]
+            # Peer copies are required only where the profile bounds them (none is measured yet: no
+            # multi-GPU machine was lent); the all-reduce's bound still judges the GPUs' links.
+            components = profile.components
+            if components.min_peer_gbps is not None or components.max_peer_latency_us is not None:
+                names += [f"test_peer_copy[gpu{a}-gpu{b}]" for a in gpus for b in gpus if a != b]
         else:
             names += [f"{test}[cpu0]" for test in COMPONENT_TESTS[:2]]
     if LEVELS.index(level if level in LEVELS else "standard") < LEVELS.index("standard"):
