@@ -1,0 +1,186 @@
+"""The selftest's rows: what each injects, which acceptance test it runs, and what must FAIL.
+
+Pure: the node's facts (its GPUs, its cores) and the session's profile in, row specs out. A row
+that cannot apply on this node carries the reason (``not_applicable``) and is never run; it is
+shown as such, never as passed. None of the rows touches clocks, power limits or the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness.catalog import MODELS
+from harness.profile.bounds import Profile
+
+SCALING_TEST = "acceptance/test_scaling.py::test_weak_scaling"
+ALLREDUCE_TEST = "acceptance/test_interconnect.py::test_allreduce_bus_bandwidth"
+NODE_TEST = "acceptance/test_node.py"
+ALLOW_FAULTS_OPTION = "--harness-allow-fault-injection"
+"""Acceptance sessions refuse HARNESS_FAULT without it (fault injection must never pass unnoticed)."""
+
+CPU_BURNERS_PER_CORE = 2
+"""Busy processes pinned to each of the ranks' cores in the CPU foreign-load row. The cpu profile's
+throughput bounds are 0.40 x the 2-rank median (about 0.2 x a lone rank's rate, thresholds/cpu.toml),
+so the load must cost a rank over 80 % of its speed; a rank's threads meet at barriers, so losing
+time slices costs more than its share. Measured on the 2-core AVX2 CI VM, 2026-11-24, while other
+work loaded it (load average 9): 2 per core -> resnet18 fp32 at 4.8 images/s against the bound of
+22.8 (caught); 8 per core -> the stall rule stopped the run (131 s without a step), which fails
+run_completed instead of the throughput check."""
+
+CPU_LOADED_TIMEOUT_S = 600.0
+"""The CPU foreign-load session's launch limit (--harness-timeout): a loaded rank needs minutes for the
+warmup's and window's minimum step counts (137 s at 2 per core above), past the cpu profile's 180 s.
+The limit guards against hangs; raising it judges nothing differently."""
+
+RowKey = Literal["foreign_load", "nccl_p2p_off", "hidden_gpu", "host_sync"]
+ROW_KEYS: tuple[RowKey, ...] = ("foreign_load", "nccl_p2p_off", "hidden_gpu", "host_sync")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeGpu:
+    """A GPU as NVML numbers it (physical index), whether or not CUDA_VISIBLE_DEVICES shows it."""
+
+    index: int
+    uuid: str
+    pci_bus_id: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ForeignLoad:
+    """The foreign process of the first row (harness/selftest/foreign_load.py)."""
+
+    device: Literal["cuda", "cpu"]
+    gpu_uuid: str | None = None
+    """The GPU the matmul loop runs on (cuda)."""
+    cores: tuple[int, ...] = ()
+    """The cores the busy processes are pinned to (cpu): the ranks' cores."""
+    burners_per_core: int = CPU_BURNERS_PER_CORE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RowSpec:
+    key: RowKey
+    injected: str
+    """What the row does to the node, in words (the table's first column)."""
+    expected_keys: tuple[str, ...]
+    """Check keys that must FAIL."""
+    require: Literal["all", "any"] = "all"
+    """all: every expected key must fail; any: at least one (either measure can show the cost)."""
+    not_applicable: str | None = None
+    """Why this row cannot apply on this node; None: it runs."""
+    pytest_args: tuple[str, ...] = ()
+    """The acceptance session's arguments (tests and options), after ``python -m pytest -p harness.plugin``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the session's environment (the injection, where it is one)."""
+    cause_tokens: tuple[str, ...] = ()
+    """Any of these, found where ``cause_in`` says, names the injected cause."""
+    cause_in: Literal["notes", "overrides", "output"] = "notes"
+    """notes: the failed expected checks' notes; overrides: session.json ``overrides``; output: the
+    session's terminal output (a refused session leaves no session.json)."""
+    cause_not_expected: str | None = None
+    """Why no check can name the cause on this node (the row is judged on failing alone)."""
+    expect_refusal: bool = False
+    """The session must refuse to start (exit non-zero before any benchmark) instead of failing a check."""
+    foreign_load: ForeignLoad | None = None
+
+
+def launch_bound_case(profile: Profile, device: str) -> tuple[str, str] | None:
+    """(model, precision) of the profile's case with the fewest training FLOPs per step.
+
+    The shortest step is where a fixed per-step host cost weighs the most (launch-bound). fp16 first
+    on GPUs (its step is as short as bf16's, docs/measurements.md), fp32 first on CPU ranks (bf16
+    may be emulated there and is then skipped, thresholds/cpu.toml).
+    """
+    order = ("fp16", "bf16", "fp32") if device == "cuda" else ("fp32", "bf16", "fp16")
+    for precision in (p for p in order if p in profile.precisions):
+        candidates = []
+        for model in profile.models:
+            bounds = profile.bounds(model, precision)
+            if bounds is not None and bounds.min_samples_per_sec_per_gpu is not None and model in MODELS:
+                candidates.append((bounds.batch_size_per_gpu * MODELS[model].train_flops_per_sample, model))
+        if candidates:
+            return min(candidates)[1], precision
+    return None
+
+
+def plan_rows(*, profile: Profile, visible_gpus: list[NodeGpu], node_gpus: list[NodeGpu],
+              cores: tuple[int, ...], base_args: tuple[str, ...] = ()) -> list[RowSpec]:
+    """Every row for this node, in table order. ``visible_gpus``: the GPUs the session will use
+    (empty on CPU); ``node_gpus``: every GPU NVML sees; ``base_args``: passed to every session."""
+    device = profile.hardware.device
+    case = launch_bound_case(profile, device)
+    case_args: tuple[str, ...] = ()
+    no_case = f"profile {profile.name} has no case with a throughput bound"
+    if case is not None:
+        case_args = (SCALING_TEST, "--harness-models", case[0], "--harness-precisions", case[1], "--harness-gpus", "1")
+    return [_foreign_load_row(device, visible_gpus, cores, base_args + case_args, no_case if case is None else None),
+            _nccl_row(device, visible_gpus, base_args),
+            _hidden_gpu_row(device, node_gpus, base_args),
+            _host_sync_row(device, base_args + case_args, no_case if case is None else None)]
+
+
+def _foreign_load_row(device: str, visible_gpus: list[NodeGpu], cores: tuple[int, ...], args: tuple[str, ...],
+                      no_case: str | None) -> RowSpec:
+    if device == "cuda":
+        target = visible_gpus[0] if visible_gpus else None
+        return RowSpec(key="foreign_load", injected=f"foreign matmul loop on GPU {target.index if target else '?'} "
+                       "from the case's warmup on",
+                       expected_keys=("throughput_per_gpu", "foreign_processes"), pytest_args=args,
+                       not_applicable=no_case or (None if target else "no GPU visible"),
+                       foreign_load=ForeignLoad(device="cuda", gpu_uuid=target.uuid if target else None))
+    load = ForeignLoad(device="cpu", cores=cores)
+    return RowSpec(key="foreign_load",
+                   injected=f"{load.burners_per_core} busy processes per rank core ({len(cores)} cores) from the "
+                            "case's warmup on",
+                   expected_keys=("throughput_per_gpu",), not_applicable=no_case,
+                   pytest_args=(*args, "--harness-timeout", f"{CPU_LOADED_TIMEOUT_S:g}"),
+                   cause_not_expected="on CPU ranks no check reads the host's processes (foreign_processes "
+                                      "watches GPUs through NVML): the throughput drop is the finding",
+                   foreign_load=load)
+
+
+def _nccl_row(device: str, visible_gpus: list[NodeGpu], base_args: tuple[str, ...]) -> RowSpec:
+    injected = "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 on the 2-GPU all-reduce"
+    if device != "cuda":
+        return RowSpec(key="nccl_p2p_off", injected=injected, expected_keys=("allreduce_busbw",),
+                       not_applicable="CPU ranks all-reduce through gloo, which uses neither NCCL's P2P nor its SHM")
+    if len(visible_gpus) < 2:
+        return RowSpec(key="nccl_p2p_off", injected=injected, expected_keys=("allreduce_busbw",),
+                       not_applicable=f"needs 2 or more GPUs; {len(visible_gpus)} visible")
+    return RowSpec(key="nccl_p2p_off", injected=injected, expected_keys=("allreduce_busbw",),
+                   pytest_args=(*base_args, ALLREDUCE_TEST, "--harness-gpus", "2"),
+                   env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+                   cause_tokens=("NCCL_P2P_DISABLE",), cause_in="overrides")
+
+
+def _hidden_gpu_row(device: str, node_gpus: list[NodeGpu], base_args: tuple[str, ...]) -> RowSpec:
+    if device != "cuda" or not node_gpus:
+        return RowSpec(key="hidden_gpu", injected="one GPU hidden with CUDA_VISIBLE_DEVICES",
+                       expected_keys=("gpu_count",),
+                       not_applicable="CPU ranks: CUDA_VISIBLE_DEVICES has no GPU to hide here (the node-shape "
+                                      "check on CPU is covered by the harness's own tests)")
+    hidden, shown = node_gpus[-1], node_gpus[:-1]
+    visible = ",".join(str(gpu.index) for gpu in shown)
+    args = (*base_args, NODE_TEST, "--expect-gpus", str(len(node_gpus)))
+    if not shown:
+        # The only GPU hidden: the session must stop with the cause, not fall back to the CPU profile.
+        return RowSpec(key="hidden_gpu", injected=f'CUDA_VISIBLE_DEVICES="" hides the only GPU ({hidden.index})',
+                       expected_keys=(), pytest_args=args, env={"CUDA_VISIBLE_DEVICES": ""},
+                       expect_refusal=True, cause_tokens=("CUDA_VISIBLE_DEVICES",), cause_in="output")
+    return RowSpec(key="hidden_gpu", injected=f"CUDA_VISIBLE_DEVICES={visible} hides GPU {hidden.index} "
+                   f"(--expect-gpus {len(node_gpus)})",
+                   expected_keys=("gpu_count",), pytest_args=args, env={"CUDA_VISIBLE_DEVICES": visible},
+                   cause_tokens=tuple(t for t in (hidden.uuid, hidden.pci_bus_id) if t))
+
+
+def _host_sync_row(device: str, args: tuple[str, ...], no_case: str | None) -> RowSpec:
+    injected = "a host sync after every step (HARNESS_FAULT=kind=host_sync)"
+    expected = ("throughput_per_gpu", "gpu_utilization")
+    if device != "cuda":
+        return RowSpec(key="host_sync", injected=injected, expected_keys=expected, require="any",
+                       not_applicable="CPU ranks: a CPU rank's step has already run on the host when it ends, so "
+                                      "a host sync waits for nothing and costs nothing")
+    return RowSpec(key="host_sync", injected=injected, expected_keys=expected, require="any",
+                   not_applicable=no_case, pytest_args=(*args, ALLOW_FAULTS_OPTION),
+                   env={"HARNESS_FAULT": "kind=host_sync"}, cause_tokens=("host_sync",), cause_in="overrides")
