@@ -55,12 +55,13 @@ def wanted_rows(text: str) -> tuple[str, ...]:
 
 
 def repo_root() -> Path:
-    """The clone the harness runs from: the acceptance tests live there, not in the package."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "acceptance" / "test_scaling.py").exists():
-        raise SelftestError(f"no acceptance/ directory beside the harness package ({root}); run the selftest "
-                            "from a clone of the repository (or the container image, which holds one)")
-    return root
+    """Where the acceptance tests are: the working directory (a clone, or the container image's
+    /opt/harness, where the package is installed apart from them), else the clone the package is in."""
+    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        if (root / "acceptance" / "test_scaling.py").exists():
+            return root
+    raise SelftestError(f"no acceptance/ directory in {Path.cwd()} or beside the harness package; run the "
+                        "selftest from a clone of the repository (in the container image: from /opt/harness)")
 
 
 def nvml_gpus(nvml: Any = None) -> list[NodeGpu]:

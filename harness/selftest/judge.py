@@ -40,6 +40,8 @@ class RowOutcome:
     failed: bool | None
     """The degradation turned the expected checks FAIL; None: not applicable."""
     failed_keys: list[str] = field(default_factory=list)
+    other_failed: list[str] = field(default_factory=list)
+    """Checks that failed beside the expected ones (e.g. step_time_cv under a host sync): shown, not counted."""
     cause_named: bool | None = None
     """None: not applicable, or no check can name the cause here (``cause_note`` says why)."""
     cause_note: str = ""
@@ -117,10 +119,12 @@ def judge(spec: RowSpec, run: RowRun | None) -> RowOutcome:
         problems.append("session verdict PASS")
     if run.exit_code == 0:
         problems.append("session exit code 0")
+    other = sorted({str(c.get("key")) for c in checks if c.get("passed") is False} - set(spec.expected_keys))
+    also = f"; also failed: {', '.join(other)}" if other else ""
     seen = f"failed: {', '.join(failed_keys)}" if failed_keys else "nothing failed"
-    return RowOutcome(**base, applicable=True, failed=failed, failed_keys=failed_keys, cause_named=cause_named,
-                      cause_note=cause_note, verdict=verdict, ok=not problems,
-                      summary="; ".join(problems) if problems else seen)
+    return RowOutcome(**base, applicable=True, failed=failed, failed_keys=failed_keys, other_failed=other,
+                      cause_named=cause_named, cause_note=cause_note, verdict=verdict, ok=not problems,
+                      summary=("; ".join(problems) if problems else seen) + also)
 
 
 def _cause(spec: RowSpec, run: RowRun, failed_checks: list[dict[str, Any]]) -> tuple[bool | None, str]:
