@@ -407,3 +407,18 @@ def test_the_acceptance_tests_are_found_from_the_working_directory_first(tmp_pat
     assert repo_root() == tmp_path
     monkeypatch.chdir(tmp_path / "acceptance")
     assert repo_root() == Path(__file__).resolve().parents[1]  # this clone's
+
+
+def test_a_hidden_gpu_may_also_be_caught_by_a_refusal_naming_it():
+    spec = GPU_ROWS["hidden_gpu"]
+    refused = RowRun(exit_code=4, output_tail=f"ERROR: 1 of 2 GPUs usable; GPU 1 {UUIDS[1]} is hidden by "
+                                              "CUDA_VISIBLE_DEVICES=0")
+    assert judge(spec, refused).ok
+    assert not judge(spec, RowRun(exit_code=4, output_tail="ERROR: unrecognized arguments: --expect-gpus")).ok
+
+
+def test_the_gpu_foreign_load_runs_on_the_cases_gpu_by_uuid(tmp_path):
+    load = GPU_ROWS["foreign_load"].foreign_load
+    command = runner.foreign_load_command(load, tmp_path, 120)
+    assert command[1:5] == ["-m", "harness.selftest.foreign_load", "--device", "cuda"] and "--cores" not in command
+    assert runner.foreign_load_env(load)["CUDA_VISIBLE_DEVICES"] == UUIDS[0]

@@ -90,7 +90,7 @@ def judge(spec: RowSpec, run: RowRun | None) -> RowOutcome:
     verdict = session_verdict(run.session)
     if run.problem:
         return RowOutcome(**base, applicable=True, failed=False, verdict=verdict, ok=False, summary=run.problem)
-    if spec.expect_refusal:
+    if spec.expect_refusal or (spec.refusal_counts and run.session is None and run.exit_code not in (0, -1)):
         return _judge_refusal(spec, run, base, verdict)
     if run.session is None:
         last = run.output_tail.strip().splitlines()[-1:] or ["no output"]
@@ -146,7 +146,8 @@ def _cause(spec: RowSpec, run: RowRun, failed_checks: list[dict[str, Any]]) -> t
 def _judge_refusal(spec: RowSpec, run: RowRun, base: dict[str, Any], verdict: str | None) -> RowOutcome:
     ran = bool(run.session and run.session.get("results"))
     refused = run.exit_code != 0 and not ran
-    named, note = _cause(spec, run, [])
+    tokens = spec.cause_tokens + run.cause_tokens
+    named, note = _named(tokens, run.output_tail), f"looked for {' / '.join(tokens)} in the session's output"
     if not refused:
         why = "tests ran" if ran else "exit code 0"
         return RowOutcome(**base, applicable=True, failed=False, cause_named=named, cause_note=note, verdict=verdict,

@@ -82,6 +82,9 @@ class RowSpec:
     """Why no check can name the cause on this node (the row is judged on failing alone)."""
     expect_refusal: bool = False
     """The session must refuse to start (exit non-zero before any benchmark) instead of failing a check."""
+    refusal_counts: bool = False
+    """A session that refuses to start, naming the cause in its output, caught the degradation too
+    (a node-shape problem may stop a session at its start rather than fail a check)."""
     foreign_load: ForeignLoad | None = None
 
 
@@ -171,7 +174,7 @@ def _hidden_gpu_row(device: str, node_gpus: list[NodeGpu], base_args: tuple[str,
     return RowSpec(key="hidden_gpu", injected=f"CUDA_VISIBLE_DEVICES={visible} hides GPU {hidden.index} "
                    f"(--expect-gpus {len(node_gpus)})",
                    expected_keys=("gpu_count",), pytest_args=args, env={"CUDA_VISIBLE_DEVICES": visible},
-                   cause_tokens=tuple(t for t in (hidden.uuid, hidden.pci_bus_id) if t))
+                   cause_tokens=tuple(t for t in (hidden.uuid, hidden.pci_bus_id) if t), refusal_counts=True)
 
 
 def _host_sync_row(device: str, args: tuple[str, ...], no_case: str | None) -> RowSpec:
