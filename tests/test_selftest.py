@@ -91,13 +91,37 @@ def test_four_gpu_node_hides_its_last_gpu_against_the_full_shape_and_turns_p2p_o
     assert p2p.pytest_args[-2:] == ("--harness-gpus", "2") and p2p.cause_in == "overrides"
 
 
-def test_cpu_ranks_run_only_the_foreign_load_and_say_why_the_others_do_not_apply():
+def test_cpu_ranks_run_the_foreign_load_and_a_hidden_core_and_say_why_the_others_do_not_apply():
     rows = _rows("cpu", visible=0, node=0)
     assert rows["foreign_load"].not_applicable is None
     assert rows["foreign_load"].foreign_load.device == "cpu" and rows["foreign_load"].foreign_load.cores == (0, 1)
     assert rows["foreign_load"].cause_not_expected
-    for key in ("nccl_p2p_off", "hidden_gpu", "host_sync"):
+    hidden = rows["hidden_gpu"]
+    assert hidden.not_applicable is None and hidden.affinity == (0,) and hidden.env == {}
+    assert hidden.pytest_args[-3:] == (NODE_TEST, "--expect-gpus", "2")
+    assert hidden.cause_tokens == ("may use 1 CPU core",)
+    for key in ("nccl_p2p_off", "host_sync"):
         assert rows[key].not_applicable, key
+
+
+def test_one_core_has_no_core_to_hide():
+    rows = plan_rows(profile=_profile("cpu"), visible_gpus=[], node_gpus=[], cores=(3,))
+    assert rows[2].not_applicable == "1 core: hiding it leaves no rank to run"
+
+
+def test_a_hidden_core_is_named_by_the_ranks_the_session_may_use():
+    spec = _rows("cpu", visible=0, node=0)["hidden_gpu"]
+    note = "this process may use 1 CPU cores, one per rank; 2 ranks expected (--expect-gpus 2)"
+    assert judge(spec, RowRun(exit_code=1, session=_session(_check("gpu_count", False, note, "health")))).ok
+    other = "this process may use 11 CPU cores, one per rank; 12 ranks expected (--expect-gpus 12)"
+    assert not judge(spec, RowRun(exit_code=1, session=_session(_check("gpu_count", False, other, "health")))).ok
+
+
+def test_the_session_is_pinned_to_the_rows_cores():
+    child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                           preexec_fn=runner._pinned((0,)), capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == "[0]"
+    assert runner._pinned(None) is None
 
 
 def test_every_row_passes_the_same_base_arguments_to_its_session():
@@ -123,9 +147,10 @@ def test_a_caught_foreign_load_names_its_pid():
 
 def test_a_pid_inside_a_longer_number_does_not_name_the_cause():
     spec = GPU_ROWS["foreign_load"]
-    session = _session(_check("throughput_per_gpu", False), _check("foreign_processes", False, "pid 14242 on GPU 0"))
-    outcome = judge(spec, RowRun(exit_code=1, session=session, cause_tokens=("4242",)))
-    assert not outcome.ok and outcome.cause_named is False and "cause not named" in outcome.summary
+    for note in ("pid 14242 on GPU 0", "pid 42421 on GPU 0"):
+        session = _session(_check("throughput_per_gpu", False), _check("foreign_processes", False, note))
+        outcome = judge(spec, RowRun(exit_code=1, session=session, cause_tokens=("4242",)))
+        assert not outcome.ok and outcome.cause_named is False and "cause not named" in outcome.summary
 
 
 def test_a_degradation_that_passed_fails_the_selftest():

@@ -7,8 +7,9 @@ It waits until a rank phase file under ``--watch`` (the session's report directo
 probe or measure, waits ``--delay`` seconds more, then loads for at most ``--seconds``: on a GPU a
 matmul loop (the GPU of ``CUDA_VISIBLE_DEVICES``; its CUDA context is made only then, because the
 session refuses to start while a foreign process holds a GPU), on CPU ``--per-core`` busy processes
-pinned to each core of ``--cores``. It writes ``--started`` (its pids) once the load runs, so the
-selftest knows it landed; SIGTERM ends it and its children.
+pinned to each core of ``--cores``, each in a session of its own. It writes ``--started`` (its pids)
+once the load runs, so the selftest knows it landed; SIGTERM ends it and its children, and they
+die with it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from harness.rank import die_with_parent
 
 RUNNING_PHASES = ("warmup", "probe", "measure")
 POLL_S = 0.1
@@ -69,6 +72,11 @@ def gpu_load(seconds: float, started: Path) -> None:
 
 
 def _spin(core: int, end: float) -> None:
+    # A session of its own: with sched_autogroup (on in most distributions' kernels) the scheduler shares a
+    # core between sessions first, so busy processes of one session together weigh no more than one
+    # rank (each rank is a session of its own under torchrun); measured, docs/selftest.md.
+    os.setsid()
+    die_with_parent()  # no orphan burning a core if this load is killed outright
     os.sched_setaffinity(0, {core})
     while time.monotonic() < end:
         pass

@@ -77,8 +77,9 @@ def session_verdict(session: dict[str, Any] | None) -> str | None:
 
 
 def _named(tokens: tuple[str, ...], text: str) -> bool:
-    """A token names the cause where it stands as a word (pid 123 is not named by 41234)."""
-    return any(re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", text) for token in tokens if token)
+    """A token names the cause where it starts a word and no digit runs on (pid 123 is not named by 41234
+    nor 1234; "1 CPU core" is named by "1 CPU cores")."""
+    return any(re.search(rf"(?<![\w-]){re.escape(token)}(?![\d-])", text) for token in tokens if token)
 
 
 def judge(spec: RowSpec, run: RowRun | None) -> RowOutcome:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
 from harness.selftest.judge import RowRun
@@ -74,7 +74,8 @@ def run_row(spec: RowSpec, *, repo_root: Path, row_dir: Path, timeout_s: float) 
             load_log.close()
         try:
             session = subprocess.Popen(session_command(spec, row_dir), env=session_env(spec), cwd=repo_root,
-                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                       preexec_fn=_pinned(spec.affinity))
             try:
                 exit_code = _wait_or_stop(session, timeout_s)
             except BaseException:
@@ -92,6 +93,13 @@ def run_row(spec: RowSpec, *, repo_root: Path, row_dir: Path, timeout_s: float) 
         problem = problem or f"the session ran past {timeout_s:g} s and was stopped"
     return RowRun(exit_code=-1 if exit_code is None else exit_code, output_tail=output,
                   session=read_session(row_dir), cause_tokens=tokens, problem=problem)
+
+
+def _pinned(cores: tuple[int, ...] | None) -> Callable[[], None] | None:
+    """The session's CPU affinity, set in the child before it starts (its ranks inherit it)."""
+    if cores is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cores)
 
 
 def _foreign_load_facts(load: ForeignLoad, row_dir: Path) -> tuple[tuple[str, ...], str]:
