@@ -1,5 +1,6 @@
 # The two commands of the README: `make acceptance` (the sign-off run) and `make test` (the
-# harness's own tests, after `make lint`). Each makes its own virtual environment on first use.
+# harness's own tests, after `make lint`); `make selftest` proves the harness can fail on this node.
+# Each makes its own virtual environment on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,6 +9,8 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 # Run level of the acceptance suite: quick, standard (the default) or long (docs/components.md).
 LEVEL ?=
+# Extra `harness selftest` arguments, e.g. SELFTEST_ARGS="--rows foreign_load,host_sync".
+SELFTEST_ARGS ?=
 # Extra pytest arguments for the unit tests.
 TEST_ARGS ?=
 # What ruff lints (configured in pyproject.toml; mypy's files are set there: harness/).
@@ -19,7 +22,7 @@ LINT_PATHS ?= harness tests benchmarks acceptance docs/examples
 CONSTRAINTS ?= $(if $(shell command -v nvidia-smi 2>/dev/null),constraints/gpu.txt,constraints/cpu.txt)
 PIP_INDEX ?=
 
-.PHONY: acceptance test lint venv clean-venv
+.PHONY: acceptance selftest test lint venv clean-venv
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +34,10 @@ venv: $(STAMP)
 
 acceptance: $(STAMP)
 	$(BIN)/python -m pytest acceptance $(if $(LEVEL),--harness-level $(LEVEL)) $(ARGS)
+
+# Prove on this node that the harness can fail: each row injects one degradation (docs/selftest.md).
+selftest: $(STAMP)
+	$(BIN)/harness selftest $(SELFTEST_ARGS)
 
 # Lint first: a finding fails in seconds what the suite would take minutes to reach.
 test: lint

@@ -1,5 +1,6 @@
 """The `harness` command: run one benchmark, detect hardware, check threshold files, rebuild a report,
-find the largest batch, calibrate a new profile, compare two runs, sign off a fleet, follow a history."""
+find the largest batch, calibrate a new profile, compare two runs, sign off a fleet, follow a history,
+prove on this node that the harness can fail (selftest)."""
 
 from __future__ import annotations
 
@@ -235,6 +236,15 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     return cli_compare(ns.a, ns.b)
 
 
+def cmd_selftest(ns: argparse.Namespace) -> int:
+    from harness.selftest.cli import SelftestError, cli_selftest
+
+    try:
+        return cli_selftest(ns)
+    except SelftestError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_fleet(ns: argparse.Namespace) -> int:
     from harness.fleet.cli import main as fleet_main
 
@@ -243,7 +253,7 @@ def cmd_fleet(ns: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, "report": cmd_report,
             "find-max-bs": cmd_find_max_bs, "calibrate": cmd_calibrate, "compare": cmd_compare,
-            "fleet": cmd_fleet, "history": cmd_fleet}
+            "fleet": cmd_fleet, "history": cmd_fleet, "selftest": cmd_selftest}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -252,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.tools.calibrate.options import add_calibrate_parser
     from harness.tools.compare import add_compare_parser
     from harness.fleet.cli import add_fleet_parser, add_history_parser
+    from harness.selftest.cli import add_selftest_parser
 
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
@@ -265,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
     add_fleet_parser(sub)
     add_history_parser(sub)
+    add_selftest_parser(sub)
     return parser
 
 

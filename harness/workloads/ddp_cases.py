@@ -142,6 +142,8 @@ class CaseRun:
             else:
                 faults.trigger(self.fault)
         self.loss_sum.add_(self.step_fn(poison))
+        if self.fault is not None and self.fault.due(self.rank.rank, phase_name, step, self.case.model):
+            faults.after_step(self.fault, self.group.device)  # host_sync: a degradation `harness selftest` injects
 
     def warm_up(self) -> tuple[int, float, float]:
         """Blocks until the minimum steps and seconds have passed and block times are steady."""

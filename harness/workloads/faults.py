@@ -8,6 +8,12 @@ kind: ``kill`` (SIGKILL to itself), ``crash`` (raise an exception), ``hang`` (SI
 as a wedged process looks from outside), ``nan`` (the loss becomes NaN), ``oom`` (raise the
 framework's out-of-memory error). phase: ``warmup`` or ``measure``; step counts from 0 within it.
 model (optional): only the cases of that model, so one case of a launch of several can fail alone.
+
+``host_sync`` is a degradation, not a failure: every rank waits for its device after every step
+(``torch.cuda.synchronize()`` after the optimizer step), the anti-pattern the recipe avoids, so
+``harness selftest`` can prove the verdict notices it. It acts on every step of every rank and
+phase: ``HARNESS_FAULT="kind=host_sync"`` (``model=`` may narrow it; rank, phase and step do not
+apply and are refused).
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from dataclasses import dataclass
 import torch
 
 ENV_VAR = "HARNESS_FAULT"
-KINDS = ("kill", "crash", "hang", "nan", "oom")
+KINDS = ("kill", "crash", "hang", "nan", "oom", "host_sync")
+EVERY_STEP_KINDS = ("host_sync",)
+"""Kinds that act on every step of every rank, so rank, phase and step do not apply to them."""
 PHASES = ("warmup", "measure")
 
 
@@ -32,8 +40,11 @@ class Fault:
     model: str | None = None
 
     def due(self, rank: int, phase: str, step: int, model: str | None = None) -> bool:
-        return (rank == self.rank and phase == self.phase and step == self.step
-                and (self.model is None or model == self.model))
+        if self.model is not None and model != self.model:
+            return False
+        if self.kind in EVERY_STEP_KINDS:
+            return True
+        return rank == self.rank and phase == self.phase and step == self.step
 
 
 def parse_fault(text: str) -> Fault:
@@ -50,6 +61,9 @@ def parse_fault(text: str) -> Fault:
     kind = fields.get("kind", "")
     if kind not in KINDS:
         raise ValueError(f"{ENV_VAR}={text!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind in EVERY_STEP_KINDS and {"rank", "phase", "step"} & set(fields):
+        raise ValueError(f"{ENV_VAR}={text!r}: kind {kind} acts on every step of every rank; rank, phase and "
+                         "step do not apply (only model= may narrow it)")
     phase = fields.get("phase", "measure")
     if phase not in PHASES:
         raise ValueError(f"{ENV_VAR}={text!r}: phase {phase!r} is not one of {', '.join(PHASES)}")
@@ -67,7 +81,8 @@ def fault_from_env() -> Fault | None:
 
 
 def trigger(fault: Fault) -> None:
-    """Carry out a due fault that acts on the process (kill, crash, hang, oom); nan is the caller's."""
+    """Carry out a due fault that acts on the process (kill, crash, hang, oom); nan and host_sync are
+    the caller's (nan poisons the loss, host_sync follows the step: ``after_step``)."""
     if fault.kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif fault.kind == "hang":
@@ -76,3 +91,13 @@ def trigger(fault: Fault) -> None:
         raise RuntimeError(f"injected crash ({ENV_VAR}) at {fault.phase} step {fault.step}")
     elif fault.kind == "oom":
         raise torch.OutOfMemoryError(f"injected out-of-memory ({ENV_VAR}) at {fault.phase} step {fault.step}")
+
+
+def after_step(fault: Fault, device: torch.device) -> None:
+    """What a due fault does once the step's work is queued: host_sync waits for the device.
+
+    A CPU rank has no device queue (its step has already run on the host), so there is nothing to
+    wait for and a host sync costs nothing there.
+    """
+    if fault.kind == "host_sync" and device.type == "cuda":
+        torch.cuda.synchronize(device)
