@@ -1,6 +1,7 @@
 """The component tests and --level in the plugin, through pytester with a fake component launch."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,8 @@ def suite(pytester, monkeypatch, tmp_path):
     write_profile(COMPONENTS.format(gemm=0.001))
     pytester.makeini("[pytest]\nharness_acceptance = true\n")
     pytester.makepyfile(test_components=(ACCEPTANCE / "test_components.py").read_text(), **LEVEL_FILES)
+    for name in LEVEL_FILES:  # this process may hold tests/test_soak.py under the same module name
+        monkeypatch.delitem(sys.modules, name, raising=False)
 
     def run(*args):
         return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-rs", *args)
