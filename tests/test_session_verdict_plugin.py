@@ -213,6 +213,8 @@ def h100_node(h100_session, monkeypatch, tmp_path):  # noqa: F811 - the fixture 
         # (tests/test_components*.py fake those), so the profile's [components] is left out here.
         if test_file.name not in ("test_gpu_state.py", "test_components.py"):
             (root / test_file.name).write_text(test_file.read_text())
+            # this process may hold tests/test_soak.py, tests/test_interconnect.py under the same names
+            monkeypatch.delitem(sys.modules, test_file.stem, raising=False)
     for profile in (tmp_path / "thresholds").glob("h100-80gb.toml"):  # h100_session's copy
         text = profile.read_text()
         start = text.index("\n[components]")
