@@ -2,15 +2,18 @@
 
 Issue 17 item 3: every health bound in a measured profile comes from >= 3 runs on healthy GPUs,
 with the median, the spread and a stated margin. This reads the run records of those runs
-(run directories' ``runs/*.json``, or ``records.jsonl[.gz]`` files as docs/data/ keeps them),
+(run directories' ``runs/*.json``, ``records.jsonl[.gz]`` files as docs/data/ keeps them, or a
+``session.json[.gz]``),
 prints each case's figures over the runs, and the [defaults] bounds they give:
 
   min_gpu_utilization_pct      lowest mean utilization of any case in any run - UTIL_MARGIN_PCT,
-                               rounded down to a whole percent
+                               rounded down to a whole percent; per case (its own table): the
+                               case's lowest - UTIL_CASE_MARGIN_PCT
   min_power_fraction_of_limit  lowest mean power / enforced limit of any case x POWER_MARGIN, rounded
                                down to 0.01 (DCGM's targeted power test asks 0.75 of TDP under GEMM)
   max_temperature_c            highest temperature of any case + TEMPERATURE_MARGIN_C
-  max_step_time_cv             highest step-time CV of any case + CV_MARGIN (harness calibrate's margin)
+  max_step_time_cv             highest step-time CV of any case + CV_MARGIN (harness calibrate's margin);
+                               per case: the case's highest + CV_MARGIN
 
 Only 1-GPU records are read (each GPU's own figures); a straggler bound needs several GPUs.
 
@@ -33,6 +36,10 @@ POWER_MARGIN = 0.85
 """15 % under the lowest healthy mean power fraction (power follows the model's arithmetic intensity)."""
 TEMPERATURE_MARGIN_C = 10.0
 """Over the hottest healthy reading: room for a warmer data-centre aisle, not for a failing cooler."""
+UTIL_CASE_MARGIN_PCT = 3.0
+"""Points under a case's own lowest healthy mean: about twice the spread of one case's lowest figure
+between hosts (ResNet-50 bf16: 95.8 on one H200 host, 97.5 on another), and small enough that a host
+sync every step (fp16 ResNet-50: 92.5-92.8 % against 99.0-99.7 % healthy on H100) fails."""
 CV_MARGIN = 0.04
 """Added to the highest healthy step-time CV, as `harness calibrate` does (tools/calibrate/bounds.py)."""
 
@@ -45,7 +52,11 @@ def read_records(paths: list[Path]) -> list[dict]:
             continue
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt") as handle:
-            records += [json.loads(line) for line in handle if line.strip()]
+            if path.name.startswith("session.json"):  # a session's results, each with its record
+                results = json.load(handle).get("results", {}).values()
+                records += [result["record"] for result in results if isinstance(result.get("record"), dict)]
+            else:
+                records += [json.loads(line) for line in handle if line.strip()]
     return records
 
 
@@ -58,6 +69,16 @@ def case_figures(record: dict) -> dict | None:
     power, limit = reduced.get("power_w"), reduced.get("power_limit_w")
     return {"util_pct": reduced.get("util_pct"), "power_fraction": power / limit if power and limit else None,
             "temperature_c": reduced.get("temperature_c"), "step_time_cv": (record.get("step_time_ms") or {}).get("cv")}
+
+
+def case_bounds(figures: dict[str, list[float]]) -> dict[str, float]:
+    """One case's own utilization and step-time CV bounds, from its figures over the runs."""
+    bounds: dict[str, float] = {}
+    if figures.get("util_pct"):
+        bounds["min_gpu_utilization_pct"] = math.floor(min(figures["util_pct"]) - UTIL_CASE_MARGIN_PCT)
+    if figures.get("step_time_cv"):
+        bounds["max_step_time_cv"] = math.ceil((max(figures["step_time_cv"]) + CV_MARGIN) * 1000) / 1000
+    return bounds
 
 
 def summarize(records: list[dict]) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
@@ -108,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n[defaults] bounds (margins in this script's docstring):")
     for key, value in bounds.items():
         print(f"{key} = {value}")
+    print("\nper-case bounds:")
+    for case, figures in sorted(cases.items()):
+        model, precision = case.split()
+        own = case_bounds(figures)
+        print(f"[models.{model}.{precision}] " + ", ".join(f"{k} = {v}" for k, v in own.items()))
     return 0
 
 
