@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.node.overrides import Override, find_overrides
+
 SCHEMA_VERSION = 1
 
 Status = Literal["ok", "failed", "timeout", "invalid"]
@@ -157,6 +159,10 @@ class RunRecord:
     before telemetry existed. Added by the launcher, not the worker."""
     started_at: str | None = None
     finished_at: str | None = None
+    overrides: tuple[Override, ...] = field(default_factory=find_overrides)
+    """Environment variables set where the record was made that change what it measured or claims
+    (harness/node/overrides.py: fault injection, telemetry off, NCCL transport, provenance), each
+    with its effect; empty in records written before they were named."""
 
     @property
     def ok(self) -> bool:
@@ -176,7 +182,8 @@ class RunRecord:
                 f"run record schema_version {version!r} is not supported (this harness reads {SCHEMA_VERSION}); "
                 "rebuild it with the harness version that wrote it"
             )
-        return _build(cls, data)
+        # Absent: a record from before overrides were named, not the reader's environment's.
+        return _build(cls, {"overrides": [], **data})
 
     @classmethod
     def from_json(cls, text: str) -> "RunRecord":
