@@ -218,11 +218,29 @@ def _coerce(hint: Any, value: Any) -> Any:
     return value
 
 
+def default_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0666 less this process's umask.
+
+    Every file of a run directory (session.json, runs/*.json, record.json, report.html) gets this
+    one mode: the report page shows what the JSON holds, so hiding the JSON alone (mkstemp's 0600)
+    protected nothing; who may read a run is the report directory's permissions and the umask
+    (``umask 077`` keeps it private), as for any file the user writes."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it, and put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write-then-rename, so a reader never sees half a file even if we die mid-write.
 
-    ``mode``: None keeps mkstemp's 0600 (records, session files); 0o644 for files that other
-    users read (the report page, node_exporter's textfile). Raises OSError.
+    ``mode``: None gives the run directory's one mode (``default_file_mode``); 0o644 for files that
+    another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -231,8 +249,7 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, default_file_mode() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -19,6 +19,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,12 @@ class HarnessSession:
     """pytest node id -> the result its test produced, in the order the tests ran."""
     collect_only: bool = False
     """``--collect-only``: the cases are listed, nothing runs, so no run directory is made or written."""
+    outputs_written: bool = False
+    """session.json and report.html were attempted (plugin/outputs.py), so a failed hook before need not."""
+    output_problems: list[str] = field(default_factory=list)
+    """Writes of the session's outputs that failed (a full disk), said at the end with where things are."""
+    fallback_summary: Path | None = None
+    """Where session.json went when the run directory refused it."""
 
     @classmethod
     def start(cls, config: pytest.Config, ctx: SessionContext) -> HarnessSession:
