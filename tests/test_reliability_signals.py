@@ -5,6 +5,7 @@ Each launcher here is a small Python process running ``run_job`` on a stand-in l
 child that ignores SIGTERM, so the cleanup must reach its SIGKILL), so every test takes seconds.
 The real torchrun paths are the ``slow`` tests at the end."""
 
+import json
 import os
 import signal
 import subprocess
@@ -135,3 +136,161 @@ def test_two_launchers_never_touch_each_others_processes(tmp_path):
         for process in (mine, theirs):
             process.kill()
             process.wait()
+
+
+# --- the real paths: torchrun on CPU ranks, signalled as timeout(1), make, Slurm and a terminal do ---
+
+SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL}
+TINY_PROFILE = """
+schema_version = 1
+[hardware]
+name = "cpu"
+description = "signal tests"
+device = "cpu"
+[run]
+warmup_seconds = 0.5
+measure_seconds = {measure}
+timeout_seconds = 300
+[defaults]
+gpu_counts = [1, 2]
+models = ["tiny_bert"]
+precisions = ["fp32"]
+source = "test"
+[models.tiny_bert.fp32]
+batch_size_per_gpu = 2
+source = "test"
+"""
+
+
+def launched_under(root: Path) -> list[int]:
+    """Processes of launches whose directory is under ``root`` (their HARNESS_LAUNCH_DIR tag)."""
+    needle = f"{LAUNCH_DIR_ENV}={root}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _measuring(root: Path, gpus: int | None = None) -> bool:
+    for phase_file in root.rglob("rank0.phase"):
+        if gpus is not None and not phase_file.parent.name.endswith(f"-{gpus}gpu"):
+            continue
+        try:
+            if json.loads(phase_file.read_text() or "{}").get("phase") == "measure":
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _signal(process: subprocess.Popen, how: str) -> None:
+    """``SIGTERM``, ``SIGTERM x2`` (0.2 s apart: a double Ctrl-C, timeout(1) + make), ``SIGTERM group``."""
+    name, _, mode = how.partition(" ")
+    sig = SIGNALS[name]
+    if mode == "group":
+        os.killpg(process.pid, sig)
+    elif mode == "x2":
+        process.send_signal(sig)
+        time.sleep(0.2)
+        process.send_signal(sig)
+    else:
+        process.send_signal(sig)
+
+
+def _interrupt(command: list[str], cwd: Path, how: str, *, gpus: int | None = None) -> dict:
+    """Start ``command``, send ``how`` once a rank measures, and report what is left 15 s later."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while not _measuring(cwd, gpus):
+            assert time.time() < deadline and process.poll() is None, process.communicate(timeout=30)[0]
+            time.sleep(0.3)
+        running = len(launched_under(cwd))
+        sent = time.time()
+        _signal(process, how)
+        output, _ = process.communicate(timeout=60)
+        exited_s = time.time() - sent
+        time.sleep(max(0.0, 15 - (time.time() - sent)))
+        left = launched_under(cwd)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+        for pid in launched_under(cwd):
+            os.kill(pid, signal.SIGKILL)
+    outcome = {"how": how, "returncode": process.returncode, "exited_s": round(exited_s, 1), "running": running,
+               "left_15s": len(left), "output": output}
+    table = os.environ.get("RELIABILITY_TABLE")
+    if table:
+        with open(table, "a") as rows:
+            rows.write(json.dumps({key: value for key, value in outcome.items() if key != "output"}) + "\n")
+    return outcome
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGTERM x2", "SIGTERM group", "SIGINT x2", "SIGKILL"])
+def test_harness_run_leaves_nothing_running(tmp_path, how):
+    command = [sys.executable, "-m", "harness.cli", "run", "--model", "tiny_bert", "--precision", "fp32",
+               "--gpus", "2", "--batch-size", "2", "--device", "cpu", "--duration", "120", "--warmup", "0.5",
+               "--output", str(tmp_path / "run.json")]
+    outcome = _interrupt(command, tmp_path, f"{how}")
+    assert outcome["running"] >= 3, outcome["output"]  # torchrun and two ranks
+    assert outcome["left_15s"] == 0, outcome
+    if how != "SIGKILL":
+        assert outcome["returncode"] == 130, outcome["output"]
+        assert "interrupted; every process it started has been stopped" in outcome["output"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT x2", "SIGTERM group", "SIGKILL"])
+def test_an_acceptance_session_leaves_nothing_running_and_a_report(tmp_path, how):
+    """The 1-rank case measures 8 s and finishes; the signal comes while the 2-rank case measures."""
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "cpu.toml").write_text(TINY_PROFILE.format(measure=8))
+    reports = tmp_path / "reports"
+    command = [sys.executable, "-m", "pytest", str(ROOT / "acceptance"), f"--harness-thresholds-dir={thresholds}",
+               f"--harness-report-dir={reports}", "-p", "no:cacheprovider", "-k", "weak and not soak",
+               "--harness-launch=per-case"]
+    outcome = _interrupt(command, tmp_path, how, gpus=2)
+    assert outcome["left_15s"] == 0, outcome
+    run_dir = next(path for path in reports.iterdir() if (path / "runs").is_dir() and not path.is_symlink())
+    if how == "SIGKILL":
+        assert not (run_dir / "session.json").exists()
+        rebuilt = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_dir)], capture_output=True,
+                                 text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        page = (run_dir / "report.html").read_text()
+        assert "tiny_bert" in page and "INCOMPLETE" in page  # the finished 1-rank case, not signed off
+    else:
+        assert outcome["returncode"] == pytest.ExitCode.INTERRUPTED, outcome["output"]
+        assert json.loads((run_dir / "session.json").read_text())["interrupted"] is True
+        assert "INCOMPLETE" in (run_dir / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_two_sessions_started_together_keep_their_own_directories_records_and_processes(tmp_path):
+    """Same second, same report directory: two run ids, each session's records its own, both finish."""
+    thresholds = tmp_path / "thresholds"
+    thresholds.mkdir()
+    (thresholds / "cpu.toml").write_text(TINY_PROFILE.format(measure=2))
+    reports = tmp_path / "reports"
+    command = [sys.executable, "-m", "pytest", str(ROOT / "acceptance"), f"--harness-thresholds-dir={thresholds}",
+               f"--harness-report-dir={reports}", "-p", "no:cacheprovider", "-k", "weak and not soak", "--gpus", "1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    sessions = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True) for _ in range(2)]
+    outputs = [session.communicate(timeout=600)[0] for session in sessions]
+    assert [session.returncode for session in sessions] == [0, 0], outputs
+    run_dirs = sorted(path for path in reports.iterdir() if (path / "runs").is_dir() and not path.is_symlink())
+    assert len(run_dirs) == 2
+    for run_dir in run_dirs:
+        records = [json.loads(path.read_text()) for path in run_dir.glob("runs/*.json")]
+        assert len(records) == 1 and records[0]["run_id"].startswith(run_dir.name), run_dir
+        assert json.loads((run_dir / "session.json").read_text())["run_id"] == run_dir.name
