@@ -216,3 +216,17 @@ def test_a_disk_full_at_the_end_keeps_what_was_measured_and_says_where(suite, py
         assert summary["run_id"] == run_dir.name and len(summary["results"]) == 1
     finally:
         fallback.unlink()
+
+
+def test_a_failure_record_names_the_overrides_its_ranks_ran_with():
+    """A fault injected through the launch's environment turns up in the launcher's failure record too."""
+    from harness.launch.benchmark import failure_record
+    from harness.launch.spec import BenchmarkSpec, LaunchSettings
+    from harness.records import Failure
+
+    spec = BenchmarkSpec(model="tiny_bert", precision="fp32", batch_size_per_gpu=2,
+                         launch=LaunchSettings(gpus_per_node=1, device="cpu",
+                                               extra_env={"HARNESS_FAULT": "kind=kill,rank=0"}))
+    record = failure_record(spec, "run-1", status="failed", failure=Failure(reason="killed"), elapsed_s=1.0,
+                            phases={})
+    assert [(o.name, o.value) for o in record.overrides] == [("HARNESS_FAULT", "kind=kill,rank=0")]

@@ -188,8 +188,8 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
     env = {**launch_env(launch, run_id), **owner_env(run_dir)}
     proc: subprocess.Popen | None = None
     with open(run_dir / "torchrun.log", "w") as log:
-        _Hold.live_launches += 1
         try:
+            _Hold.live_launches += 1  # inside the try: the finally below always takes it back
             with signals_held():  # a signal during the start is raised once ``proc`` can be killed
                 proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
