@@ -5,6 +5,7 @@ Each launcher here is a small Python process running ``run_job`` on a stand-in l
 child that ignores SIGTERM, so the cleanup must reach its SIGKILL), so every test takes seconds.
 The real torchrun paths are the ``slow`` tests at the end."""
 
+import importlib.util
 import json
 import os
 import signal
@@ -140,7 +141,15 @@ def test_two_launchers_never_touch_each_others_processes(tmp_path):
 
 # --- the real paths: torchrun on CPU ranks, signalled as timeout(1), make, Slurm and a terminal do ---
 
-SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL}
+def _load_signal_paths():
+    """benchmarks/ is not a package: the script is loaded by path (as tests/test_benchmark_scripts.py does)."""
+    spec = importlib.util.spec_from_file_location("bench_signal_paths", ROOT / "benchmarks" / "signal_paths.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SIGNAL_PATHS = _load_signal_paths()
 TINY_PROFILE = """
 schema_version = 1
 [hardware]
@@ -162,70 +171,9 @@ source = "test"
 """
 
 
-def launched_under(root: Path) -> list[int]:
-    """Processes of launches whose directory is under ``root`` (their HARNESS_LAUNCH_DIR tag)."""
-    needle = f"{LAUNCH_DIR_ENV}={root}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and needle in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def _measuring(root: Path, gpus: int | None = None) -> bool:
-    for phase_file in root.rglob("rank0.phase"):
-        if gpus is not None and not phase_file.parent.name.endswith(f"-{gpus}gpu"):
-            continue
-        try:
-            if json.loads(phase_file.read_text() or "{}").get("phase") == "measure":
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
-
-
-def _signal(process: subprocess.Popen, how: str) -> None:
-    """``SIGTERM``, ``SIGTERM x2`` (0.2 s apart: a double Ctrl-C, timeout(1) + make), ``SIGTERM group``."""
-    name, _, mode = how.partition(" ")
-    sig = SIGNALS[name]
-    if mode == "group":
-        os.killpg(process.pid, sig)
-    elif mode == "x2":
-        process.send_signal(sig)
-        time.sleep(0.2)
-        process.send_signal(sig)
-    else:
-        process.send_signal(sig)
-
-
 def _interrupt(command: list[str], cwd: Path, how: str, *, gpus: int | None = None) -> dict:
-    """Start ``command``, send ``how`` once a rank measures, and report what is left 15 s later."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
-    try:
-        deadline = time.time() + 240
-        while not _measuring(cwd, gpus):
-            assert time.time() < deadline and process.poll() is None, process.communicate(timeout=30)[0]
-            time.sleep(0.3)
-        running = len(launched_under(cwd))
-        sent = time.time()
-        _signal(process, how)
-        output, _ = process.communicate(timeout=60)
-        exited_s = time.time() - sent
-        time.sleep(max(0.0, 15 - (time.time() - sent)))
-        left = launched_under(cwd)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-        for pid in launched_under(cwd):
-            os.kill(pid, signal.SIGKILL)
-    outcome = {"how": how, "returncode": process.returncode, "exited_s": round(exited_s, 1), "running": running,
-               "left_15s": len(left), "output": output}
+    """benchmarks/signal_paths.py's ``interrupt``; each row also goes to $RELIABILITY_TABLE when set."""
+    outcome = SIGNAL_PATHS.interrupt(command, cwd, how, gpus=gpus)
     table = os.environ.get("RELIABILITY_TABLE")
     if table:
         with open(table, "a") as rows:
