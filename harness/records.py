@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.node.overrides import Override, find_overrides
+
 SCHEMA_VERSION = 1
 
 Status = Literal["ok", "failed", "timeout", "invalid"]
@@ -157,6 +159,10 @@ class RunRecord:
     before telemetry existed. Added by the launcher, not the worker."""
     started_at: str | None = None
     finished_at: str | None = None
+    overrides: tuple[Override, ...] = field(default_factory=find_overrides)
+    """Environment variables set where the record was made that change what it measured or claims
+    (harness/node/overrides.py: fault injection, telemetry off, NCCL transport, provenance), each
+    with its effect; empty in records written before they were named."""
 
     @property
     def ok(self) -> bool:
@@ -176,7 +182,8 @@ class RunRecord:
                 f"run record schema_version {version!r} is not supported (this harness reads {SCHEMA_VERSION}); "
                 "rebuild it with the harness version that wrote it"
             )
-        return _build(cls, data)
+        # Absent: a record from before overrides were named, not the reader's environment's.
+        return _build(cls, {"overrides": [], **data})
 
     @classmethod
     def from_json(cls, text: str) -> "RunRecord":
@@ -211,11 +218,29 @@ def _coerce(hint: Any, value: Any) -> Any:
     return value
 
 
+def default_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0666 less this process's umask.
+
+    Every file of a run directory (session.json, runs/*.json, record.json, report.html) gets this
+    one mode: the report page shows what the JSON holds, so hiding the JSON alone (mkstemp's 0600)
+    protected nothing; who may read a run is the report directory's permissions and the umask
+    (``umask 077`` keeps it private), as for any file the user writes."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it, and put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write-then-rename, so a reader never sees half a file even if we die mid-write.
 
-    ``mode``: None keeps mkstemp's 0600 (records, session files); 0o644 for files that other
-    users read (the report page, node_exporter's textfile). Raises OSError.
+    ``mode``: None gives the run directory's one mode (``default_file_mode``); 0o644 for files that
+    another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -224,8 +249,7 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, default_file_mode() if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -285,12 +285,14 @@ def test_compiling_launches_the_widest_gpu_count_first_so_the_narrower_ones_find
     assert launcher.calls == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"]
 
 
-def test_compile_asks_for_torch_compile_with_caches_kept_beside_the_reports(suite, pytester):
+def test_compile_asks_for_torch_compile_with_caches_kept_in_the_users_cache_dir(suite, pytester, monkeypatch):
     run, launcher, _ = suite
+    monkeypatch.setenv("XDG_CACHE_HOME", str(pytester.path / "xdg-cache"))
     run("--gpus", "1", "--harness-compile").assert_outcomes(passed=1)
     spec = launcher.specs[-1]
     assert spec.compile is True
-    cache = pytester.path / "reports" / ".compile-cache"
+    cache = (pytester.path / "xdg-cache" / "harness" / "compile").resolve()
+    assert oct(cache.stat().st_mode & 0o777) == oct(0o700)  # made for its owner alone: the workers load code from it
     assert spec.launch.extra_env["TORCHINDUCTOR_CACHE_DIR"] == str(cache / "inductor")
     assert spec.launch.extra_env["TRITON_CACHE_DIR"] == str(cache / "triton")
     run("--gpus", "1").assert_outcomes(passed=1)

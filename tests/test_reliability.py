@@ -139,7 +139,9 @@ source = "test"
         deadline = time.time() + 120
         phase_files = []
         while time.time() < deadline:
-            phase_files = list(reports.glob("*/logs/*/rank0.phase"))
+            # the benchmark's launch: the session also runs other launches (component checks) first
+            phase_files = [path for path in reports.glob("*/logs/*/rank0.phase")
+                           if "cases" in json.loads((path.parent / "plan.json").read_text() or "{}")]
             if phase_files and json.loads(phase_files[0].read_text() or "{}").get("phase") == "measure":
                 break
             time.sleep(0.5)

@@ -258,13 +258,14 @@ def test_a_gpu_node_without_its_state_test_is_incomplete(h100_node, pytester):
 
 def test_overrides_recorded_in_session_json_are_shown_beside_the_verdict(session, monkeypatch):
     """The reliability helper records environment overrides in session.json; the verdict names them."""
-    from harness.plugin.session import HarnessSession
+    from harness.node.overrides import EFFECTS
 
-    summary = HarnessSession.summary
-    override = {"name": "NCCL_P2P_DISABLE", "value": "1", "effect": "NCCL may not use NVLink peer access"}
-    monkeypatch.setattr(HarnessSession, "summary", lambda self: {**summary(self), "overrides": [override]})
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")  # found at session start (harness/node/overrides.py)
+    effect = EFFECTS["NCCL_P2P_DISABLE"]
+    override = {"name": "NCCL_P2P_DISABLE", "value": "1", "effect": effect}
     result, run_dir = session()
     verdict = verdict_everywhere(result, run_dir)
     assert verdict["overrides"] == [override] and "overrides: NCCL_P2P_DISABLE=1" in verdict["headline"]
-    assert "harness: override: NCCL_P2P_DISABLE=1: NCCL may not use NVLink peer access" in result.stdout.str()
-    assert "Override: NCCL_P2P_DISABLE=1: NCCL may not use NVLink peer access" in (run_dir / "report.html").read_text()
+    assert f"harness: override: NCCL_P2P_DISABLE=1: {effect}" in result.stdout.str()
+    shown = f"Override: NCCL_P2P_DISABLE=1: {effect}".split("'")[0]  # the page escapes the apostrophe
+    assert shown in (run_dir / "report.html").read_text()

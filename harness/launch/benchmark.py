@@ -9,6 +9,7 @@ instead. Either way <run_dir>/record.json is the record ``run_benchmark`` return
 from __future__ import annotations
 
 import dataclasses
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from harness.launch.command import Rendezvous, make_run_id, prepare_launch, slurm_launch
 from harness.launch.spec import BenchmarkSpec
 from harness.launch.supervise import JobOutcome, run_job
+from harness.node.overrides import find_overrides
 from harness.records import Failure, RunRecord, Status, read_record, write_record
 from harness.workloads.plan import RECORD_FILE
 
@@ -65,4 +67,5 @@ def failure_record(spec: BenchmarkSpec, run_id: str, *, status: Status, failure:
         hosts=tuple(dict.fromkeys(info["host"] for info in phases.values() if info.get("host"))),
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         telemetry=telemetry,
+        overrides=find_overrides({**os.environ, **spec.launch.extra_env}),  # what the ranks ran with
     )

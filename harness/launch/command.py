@@ -9,9 +9,12 @@ by it (harness/launch/cleanup.py).
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -68,6 +71,32 @@ def prepare_group_launch(plan: BenchmarkPlan, launch_dir: Path, launch: LaunchSe
     plan_path = Path(launch_dir) / PLAN_FILE
     write_plan(plan_path, plan)
     return worker_command(BenchmarkSpec.worker_module, plan_path, launch)
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal this process gets when the thread that forked it exits."""
+
+
+def die_with_launcher(launcher_pid: int) -> Callable[[], None]:
+    """Popen's preexec_fn for torchrun: SIGKILL it when the launcher dies, even by SIGKILL (the OOM
+    killer, a CI runner's hard kill), so no launch outlives its session and holds the GPUs.
+
+    Linux sends the signal when the *thread* that forked exits: ``run_job`` starts torchrun from the
+    thread that waits for it and cleans it up (the session's main thread), so the signal comes only
+    when that thread, and so the launcher, is gone. The workers die with torchrun
+    (harness/rank.py die_with_parent). SIGKILL, not SIGTERM: nobody is left to read a graceful
+    stop's output, and what a worker spawned is found by the next session's sweep
+    (harness/launch/cleanup.py find_orphans). Not Linux/glibc: the sweep alone applies.
+    """
+    def set_parent_death_signal() -> None:
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        except OSError:
+            return
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != launcher_pid:  # the launcher died before prctl: nothing would signal us
+            os.kill(os.getpid(), signal.SIGKILL)
+    return set_parent_death_signal
 
 
 def usable_cpu_cores() -> int:

@@ -10,15 +10,20 @@ gone, because the user or the scheduler asked us to stop.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.launch.cleanup import clear_run_dir, kill_run
-from harness.launch.command import launch_env
+from harness.launch.cleanup import clear_run_dir, kill_run, owner_env
+from harness.launch.command import die_with_launcher, launch_env
 from harness.launch.failure import explain_failure
 from harness.launch.spec import LaunchSettings
 from harness.launch.stall import Stall, find_stall
@@ -75,12 +80,74 @@ class JobResult:
 
 def stop_on_sigterm() -> None:
     """Turn SIGTERM (timeout(1), Slurm at a time limit, a CI runner cancelling) into KeyboardInterrupt,
-    so the launcher's cleanup stops every process it started, as on Ctrl-C."""
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    so the launcher's cleanup stops every process it started, as on Ctrl-C.
+
+    SIGINT gets the same handler: the first signal of either kind raises KeyboardInterrupt, and while
+    a launch is running it also starts a hold (``signals_held``), so the second signal that GNU
+    timeout, make, Slurm or a double Ctrl-C deliver cannot abort the cleanup half-way.
+    """
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _on_stop_signal)
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Hold:
+    """The state of the signal hold: the handlers to put back, and what arrived while it held."""
+
+    saved: dict[int, Any] | None = None
+    """The SIGINT/SIGTERM handlers in force before the hold; None: not holding."""
+    stop_began = False
+    """A signal already raised KeyboardInterrupt: later ones are ignored, not deferred."""
+    deferred: int | None = None
+    """The first signal that arrived during a cleanup no stop had begun: raised after the hold."""
+    live_launches = 0
+    """torchrun launches started and not yet cleaned up."""
+
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    name = signal.Signals(signum).name
+    if _Hold.saved is not None:  # a cleanup is running: it must finish
+        if _Hold.stop_began or _Hold.deferred is not None:
+            print(f"harness: {name} ignored: already stopping, waiting for every process of the launch to exit",
+                  file=sys.stderr, flush=True)
+        else:
+            _Hold.deferred = signum
+        return
+    if _Hold.live_launches:
+        _begin_hold()
+        _Hold.stop_began = True
+    raise KeyboardInterrupt(f"signal {name}")
+
+
+def _begin_hold() -> None:
+    if _Hold.saved is None and threading.current_thread() is threading.main_thread():
+        _Hold.saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _on_stop_signal)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Run the block (a launch's cleanup) to its end whatever SIGINT/SIGTERM arrive meanwhile.
+
+    When a stop already began (the signal that raised KeyboardInterrupt), further signals are
+    ignored with a line on stderr; otherwise the first one is remembered and raised as
+    KeyboardInterrupt after the block, so a stop asked during a normal cleanup is not lost. The
+    handlers in force before come back when the block ends, that is when every process is gone.
+    """
+    _begin_hold()
+    try:
+        yield
+    finally:
+        saved, deferred, stop_began = _Hold.saved, _Hold.deferred, _Hold.stop_began
+        _Hold.saved, _Hold.deferred, _Hold.stop_began = None, None, False
+        for signum, handler in (saved or {}).items():
+            signal.signal(signum, handler)
+        if deferred is not None and not stop_began:
+            raise KeyboardInterrupt(f"signal {signal.Signals(deferred).name}")
 
 
 def _wait(proc: subprocess.Popen, launch: LaunchSettings, run_dir: Path, started: float,
@@ -118,16 +185,28 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
     started = time.time()
     stall: Stall | None = None
     sampler.start()
+    env = {**launch_env(launch, run_id), **owner_env(run_dir)}
+    proc: subprocess.Popen | None = None
     with open(run_dir / "torchrun.log", "w") as log:
-        proc = subprocess.Popen(command, env=launch_env(launch, run_id), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
         try:
+            _Hold.live_launches += 1  # inside the try: the finally below always takes it back
+            with signals_held():  # a signal during the start is raised once ``proc`` can be killed
+                proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=die_with_launcher(os.getpid()))
             stall = _wait(proc, launch, run_dir, started, limit_s)
         finally:
-            # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike.
-            phases = read_phases(run_dir)
-            summary = sampler.stop()
-            kill_run(proc, run_id)
+            # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike; no second
+            # signal can cut it short (timeout(1), make and Slurm send two).
+            with signals_held():
+                try:
+                    phases = read_phases(run_dir)
+                    summary = sampler.stop()
+                    if proc is not None:
+                        kill_run(proc, run_id)
+                finally:
+                    _Hold.live_launches -= 1
+    assert proc is not None  # else Popen raised, and so did this
     elapsed_s = time.time() - started
     left_result = result_file is None or (run_dir / result_file).exists()
     if stall is None and proc.returncode == 0 and left_result:

@@ -95,7 +95,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     return [f"harness: profile {ctx.profile.name} ({ctx.profile.path}) on {what}",
             *([f"harness: {stack.describe()}"] if stack is not None else []),
             "harness: --collect-only, no run directory made" if session.collect_only
-            else f"harness: reports in {ctx.run_dir}"]
+            else f"harness: reports in {ctx.run_dir}",
+            *(f"harness: stopped a process an earlier, killed session left: {orphan.describe()}"
+              for orphan in ctx.orphans_stopped),
+            *(f"harness: OVERRIDE {override.describe()}" for override in ctx.overrides),
+            *(f"harness: warning: {warning}" for warning in ctx.start_warnings)]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

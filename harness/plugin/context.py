@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Literal
 
 from harness.cases import CaseId
+from harness.launch.cleanup import Orphan
 from harness.launch.slurm import SlurmAllocation
 from harness.node.hardware import Hardware
 from harness.node.presence import NvidiaPresence
+from harness.node.overrides import Override
 from harness.node.processes import GpuProcess, gpu_processes
 from harness.plugin.options import HarnessOptions
 from harness.profile.bounds import Profile
@@ -45,6 +47,12 @@ class SessionContext:
     """``expected_gpus`` was stated (--expect-gpus, Slurm): the node under test may be part of one."""
     nvidia_presence: NvidiaPresence | None = None
     """What the machine shows of NVIDIA GPUs without the driver (device files, PCI, nvidia-smi)."""
+    overrides: tuple[Override, ...] = ()
+    """Environment variables set at session start that change what it measures or claims (harness/node/overrides.py)."""
+    orphans_stopped: tuple[Orphan, ...] = ()
+    """Processes an earlier, killed session left running, stopped by this session's start (launch/cleanup.py)."""
+    start_warnings: tuple[str, ...] = ()
+    """What the session start could not do and the user should know (e.g. ``latest`` is a real directory)."""
 
     @property
     def device(self) -> Literal["cuda", "cpu"]:

@@ -18,7 +18,9 @@ import pytest
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
-from harness.launch.spec import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS
+from harness.launch.spec import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS, check_window
+from harness.profile.bounds import Profile
+from harness.workloads.compilecache import CacheDirError, default_cache_root, prepare_cache_root
 from harness.workloads.soak_windows import parse_duration
 
 PREFIX = "harness"
@@ -73,7 +75,8 @@ class HarnessOptions:
     compile: bool = False
     """torch.compile every case, widest GPU count first."""
     compile_cache: Path | None = None
-    """None: REPORT_DIR/.compile-cache."""
+    """Where torch.compile keeps its caches; with --harness-compile always set: the option's, else the
+    per-user cache directory (harness/workloads/compilecache.py default_cache_root)."""
     soak_duration_s: float | None = None
     """None: no soak (the soak test is skipped)."""
     store: Path | None = None
@@ -82,6 +85,8 @@ class HarnessOptions:
     """node_exporter's textfile directory; None: $HARNESS_PROMETHEUS_DIR, else not written."""
     level: str = "standard"
     """quick, standard or long (one of LEVELS): which tests run; long with --soak, and --soak means long."""
+    allow_fault_injection: bool = False
+    """HARNESS_FAULT may be set (the harness's own self-tests); otherwise a session with it is refused."""
 
 
 def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
@@ -152,8 +157,11 @@ def add_options(parser: pytest.Parser) -> None:
               "graphs cached (cold: 24-83 s per case on 4 x H200; warm, from --harness-compile-cache: "
               "7-20 s of tracing per case that torch does not cache under DDP)")
     _add(group, "compile-cache", metavar="DIR",
-         help="where torch.compile keeps its caches between runs (default: REPORT_DIR/.compile-cache, "
-              "so a container's mounted reports volume keeps them)")
+         help="where torch.compile keeps its caches between runs (default: $XDG_CACHE_HOME/harness/compile, "
+              "else ~/.cache/harness/compile); the workers load code from it, so it must be yours and "
+              "writable by you alone")
+    _add(group, "allow-fault-injection", action="store_true",
+         help="run although HARNESS_FAULT is set (the harness's self-tests); a sign-off refuses it")
     _add(group, "soak", "--soak", metavar="DURATION",
          help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
               "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
@@ -196,7 +204,7 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
     def get(name: str) -> Any:
         return config.getoption(f"{PREFIX}_{name}")
 
-    thresholds_dir, compile_cache = get("thresholds_dir"), get("compile_cache")
+    thresholds_dir, compile = get("thresholds_dir"), bool(get("compile"))
     return HarnessOptions(
         hardware=get("hardware"), thresholds_dir=Path(thresholds_dir) if thresholds_dir else None,
         models=_names("models", get("models")), precisions=_names("precisions", get("precisions")),
@@ -211,11 +219,41 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         telemetry=get("telemetry") != "off",
         telemetry_period_s=_positive("--harness-telemetry-period", get("telemetry_period"), "seconds > 0, e.g. 0.1"),
         ci_target=_ci_target(get("ci_target")), repeats=_repeats(get("repeats")), launch=get("launch"),
-        compile=bool(get("compile")), compile_cache=Path(compile_cache) if compile_cache else None,
+        compile=compile, compile_cache=_compile_cache(get("compile_cache")) if compile else None,
         soak_duration_s=_soak_duration(get("soak")), level=_level(get("level"), get("soak")),
         store=Path(get("store")) if get("store") else None,
         prometheus_dir=Path(get("prometheus_dir")) if get("prometheus_dir") else None,
+        allow_fault_injection=bool(get("allow_fault_injection")),
     )
+
+
+def check_run_options(options: HarnessOptions, profile: Profile) -> None:
+    """The measurement the options and the profile's [run] make together, checked as a launch will
+    (launch.spec.check_window), and a timeout it fits in: a usage error naming the options, before any
+    benchmark."""
+    run = profile.run
+    warmup = options.warmup_seconds or run.warmup_seconds
+    measure = options.measure_seconds or run.measure_seconds
+    ci = options.ci_target if options.ci_target is not None else run.ci_target
+    try:
+        check_window(warmup_seconds=warmup, measure_seconds=measure, ci_target=ci)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--harness-warmup-seconds/--harness-measure-seconds/--harness-ci-target with "
+                                f"profile {profile.name}: {exc}; no benchmark was started") from None
+    longest = max(run.max_measure_seconds or 0, measure) if ci else measure  # an adaptive window runs to its cap
+    timeout = options.timeout_s or run.timeout_seconds
+    if timeout <= warmup + longest:
+        raise pytest.UsageError(
+            f"--harness-timeout {timeout:g}: every launch would time out; it must exceed warmup + the longest "
+            f"measured window ({warmup:g} + {longest:g} s with profile {profile.name}), with room for start-up "
+            "and model build; no benchmark was started")
+
+
+def _compile_cache(text: str | None) -> Path:
+    try:
+        return prepare_cache_root(Path(text) if text else default_cache_root())
+    except CacheDirError as exc:
+        raise pytest.UsageError(f"--harness-compile-cache: {exc}") from None
 
 
 def split_values(values: list[str] | None) -> list[str] | None:
@@ -243,10 +281,11 @@ def _counts(option: str, values: list[str] | None, example: str) -> tuple[int, .
 
 
 def _seconds(option: str, value: float | None) -> float | None:
-    """An override of a profile duration; 0 or absent leaves the profile's (as it always has)."""
-    if value is None or value == 0:
+    """An override of a profile duration; absent leaves the profile's. 0 is refused, not read as
+    "the profile's": a user who typed it meant something, and no launch can run with it."""
+    if value is None:
         return None
-    return _positive(option, value, "seconds > 0")
+    return _positive(option, value, "seconds > 0 (leave the option out for the profile's value)")
 
 
 def _positive(option: str, value: float, expected: str) -> float:

@@ -3,11 +3,21 @@
 pytest-json-report and JUnit write into the run directory unless the user pointed them elsewhere;
 report.json gets each test's result and the session's facts through its hooks; at the end come
 session.json and the HTML sign-off page, also after failures and interrupts.
+
+A write that fails at the end (a full disk) loses nothing that was measured and leaves no empty
+file as the only copy: ``OutputGuard`` turns junit.xml's write error into a line instead of
+pytest's INTERNALERROR, removes a report.json or junit.xml cut short (the report page is then built
+from session.json), writes session.json to a fallback directory when the run directory refuses
+it, says where everything is, and ends the session with exit status 3 (not 1, a node's failure).
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
+from collections.abc import Generator
+from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -25,6 +35,7 @@ def route_reports(config: pytest.Config, session: HarnessSession, outcomes: Sess
     """report.json and junit.xml into the run directory, unless the command line chose a place."""
     run_dir = session.ctx.run_dir
     config.pluginmanager.register(JsonReportHooks(session, outcomes), "harness-json-report")
+    config.pluginmanager.register(OutputGuard(session, outcomes), "harness-output-guard")
     if hasattr(config.option, "json_report"):
         config.option.json_report = True
         if config.option.json_report_file in (None, ".report.json"):
@@ -69,15 +80,118 @@ class JsonReportHooks:
             counts.pop("passed")
 
 
+WRITE_FAILED_EXIT = pytest.ExitCode.INTERNAL_ERROR
+"""The session's exit status when its outputs could not all be written: not 1, which says the node failed."""
+
+
+class OutputGuard:
+    """Wraps every ``pytest_sessionfinish`` (pytest-json-report's, junitxml's, the plugin's own)."""
+
+    def __init__(self, session: HarnessSession, outcomes: SessionOutcomes):
+        self.session = session
+        self.outcomes = outcomes
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, object, object]:
+        problems: list[str] = []
+        try:
+            result = yield
+        except OSError as exc:  # junitxml raises where it cannot write junit.xml; the later hooks were skipped
+            problems.append(f"a report file could not be written: {exc.strerror or exc}")
+            result = None
+        if not self.session.outputs_written:  # the plugin's own hook was skipped: do its part
+            self.session.gpu_state.stop()
+            write_session_outputs(session, self.session, exitstatus, self.outcomes.verdict())
+            session.exitstatus = self.outcomes.verdict().exit_code
+        problems += _drop_cut_short(self.session.ctx.run_dir) + self.session.output_problems
+        if problems:
+            _say_where_things_are(session, self.session, problems)
+            # A FAIL stays 1 and an interrupt 2; a PASS or INCOMPLETE whose outputs are lost cannot sign off.
+            if session.exitstatus not in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED):
+                session.exitstatus = WRITE_FAILED_EXIT
+        return result
+
+
+def _drop_cut_short(run_dir: Path) -> list[str]:
+    """report.json and junit.xml that a full disk left empty or cut short: removed, not kept as the only copy."""
+    problems = []
+    for name in ("report.json", "junit.xml"):
+        path = run_dir / name
+        try:
+            text = path.read_text(encoding="utf-8") if path.is_file() else None
+            if text is None:
+                continue
+            if _parses(name, text):
+                continue
+            path.unlink()
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"{path}: could not be checked ({exc})")
+            continue
+        problems.append(f"{path} was cut short ({len(text)} bytes written) and was removed")
+    return problems
+
+
+def _parses(name: str, text: str) -> bool:
+    """Whether the file is whole: JSON that loads, XML that parses (a full disk cuts it anywhere)."""
+    try:
+        if name.endswith(".json"):
+            json.loads(text)
+        else:
+            ElementTree.fromstring(text)
+    except (ValueError, ElementTree.ParseError):
+        return False
+    return True
+
+
+def _say_where_things_are(session: pytest.Session, harness_session: HarnessSession, problems: list[str]) -> None:
+    run_dir = harness_session.ctx.run_dir
+    records = sorted(run_dir.glob("runs/*.json")) + sorted(run_dir.glob("logs/*/record.json"))
+    lines = [f"harness: WRITE ERROR: {problem}" for problem in problems]
+    lines.append(f"harness: what was measured is kept: {len(records)} record(s) in {run_dir}/runs and "
+                 f"{run_dir}/logs/*/record.json" + (f"; the session's summary in {harness_session.fallback_summary}"
+                                                    if harness_session.fallback_summary else ""))
+    lines.append(f"harness: free space in {run_dir.parent}, then rebuild the page with `harness report {run_dir}`"
+                 + (f" (copy {harness_session.fallback_summary} to {run_dir / 'session.json'} first)"
+                    if harness_session.fallback_summary else ""))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for text in lines:
+        if reporter is not None:
+            write_own_line(reporter, text)
+        else:
+            print(text)
+
+
+def _write_summary(harness_session: HarnessSession, text: str) -> None:
+    """session.json in the run directory; where that fails, in the first fallback directory that takes it."""
+    run_dir = harness_session.ctx.run_dir
+    try:
+        write_json_atomic(run_dir / "session.json", text)
+        return
+    except OSError as exc:
+        harness_session.output_problems.append(f"{run_dir / 'session.json'}: {exc.strerror or exc}")
+    for fallback_dir in (Path(tempfile.gettempdir()), Path.home()):
+        fallback = fallback_dir / f"harness-{harness_session.ctx.run_id}-session.json"
+        try:
+            write_json_atomic(fallback, text)
+        except OSError:
+            continue
+        harness_session.fallback_summary = fallback
+        return
+    harness_session.output_problems.append("session.json could not be written anywhere (run directory, "
+                                           f"{tempfile.gettempdir()}, {Path.home()})")
+
+
 def write_session_outputs(session: pytest.Session, harness_session: HarnessSession, exitstatus: int,
                           verdict: SessionVerdict) -> None:
     """session.json, then the HTML sign-off report (after pytest-json-report saved report.json)."""
+    harness_session.outputs_written = True
     run_dir = harness_session.ctx.run_dir
     summary = harness_session.summary()
     summary["session_verdict"] = verdict.to_dict()
     summary["exitstatus"] = int(exitstatus)  # pytest's own; the process exits with session_verdict.exit_code
     summary["interrupted"] = bool(session.shouldstop) or int(exitstatus) == pytest.ExitCode.INTERRUPTED
-    write_json_atomic(run_dir / "session.json", json.dumps(summary, indent=1, default=str))
+    _drop_cut_short(run_dir)  # before the page reads them: it falls back to session.json
+    _write_summary(harness_session, json.dumps(summary, indent=1, default=str))
     try:
         line = f"harness: report {write_report(run_dir)}"
     except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page

@@ -3,10 +3,13 @@
 
 Starting checks everything a benchmark hour could otherwise lose: the host name resolves (torchrun's
 rendezvous needs it), every threshold file is valid, a profile matches the hardware, NVIDIA hardware
-that is present is also usable (never a silent fall back to the cpu profile), the Slurm allocation
-is readable and has the nodes asked for, the report directory is writable, and no foreign process
-holds a GPU. It also settles how many GPUs the node must have (harness/node/shape.py), which
-acceptance/test_node.py checks.
+that is present is also usable (never a silent fall back to the cpu profile), the options make a
+measurement a launch can run, fault injection is not set behind a sign-off's back, the Slurm
+allocation is readable and has the nodes asked for, the report directory is writable, has room and
+is this session's alone (locked), and no foreign process holds a GPU. Before that last check it
+stops what an earlier, killed session left running (launch/cleanup.py find_orphans). It also
+settles how many GPUs the node must have (harness/node/shape.py), which acceptance/test_node.py
+checks.
 """
 
 from __future__ import annotations
@@ -16,22 +19,25 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
 from harness.cases import CaseId
 from harness.checks import verdict
+from harness.launch.cleanup import Orphan, find_orphans, stop_orphans
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
 from harness.node.cpu_features import native_bf16_flag
 from harness.node import presence as node_presence
 from harness.node.hardware import Hardware, HardwareError, detect
 from harness.node.shape import expected_gpus
+from harness.node.overrides import FAULT_ENV, Override, expected_settings, find_overrides
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateRunner
 from harness.plugin.interconnect import InterconnectRuns
 from harness.plugin.launching import CaseLauncher
-from harness.plugin.options import HarnessOptions
+from harness.plugin.options import HarnessOptions, check_run_options
 from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.rundir import make_run_dir, make_run_id
@@ -56,6 +62,12 @@ class HarnessSession:
     """pytest node id -> the result its test produced, in the order the tests ran."""
     collect_only: bool = False
     """``--collect-only``: the cases are listed, nothing runs, so no run directory is made or written."""
+    outputs_written: bool = False
+    """session.json and report.html were attempted (plugin/outputs.py), so a failed hook before need not."""
+    output_problems: list[str] = field(default_factory=list)
+    """Writes of the session's outputs that failed (a full disk), said at the end with where things are."""
+    fallback_summary: Path | None = None
+    """Where session.json went when the run directory refused it."""
 
     @classmethod
     def start(cls, config: pytest.Config, ctx: SessionContext) -> HarnessSession:
@@ -99,6 +111,10 @@ class HarnessSession:
             "git_commit": git_commit(),
             "container": container(),
             "stack": stack.to_dict() if stack is not None else None,
+            "overrides": [override.to_dict() for override in ctx.overrides],
+            "expected_environment": expected_settings(),
+            "orphans_stopped": [orphan.to_dict() for orphan in ctx.orphans_stopped],
+            "warnings": list(ctx.start_warnings),
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
             **({"interconnect": interconnect} if interconnect is not None else {}),
             **({"soak": soak} if soak is not None else {}),
@@ -119,12 +135,22 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
     except HardwareError as exc:
         raise pytest.UsageError(f"{exc}\nNo benchmark was started.") from None
     presence = node_presence.find_nvidia_presence()
+    check_run_options(options, profile)
+    overrides = find_overrides()
+    _refuse_fault_injection(overrides, options)
     allocation = _allocation(options)
     _refuse_unusable_gpus(hardware, presence, profile, options, allocation)
     started = datetime.now()
     run_id = make_run_id(started, profile.name)
-    # Listing the cases (--collect-only) makes no run directory and leaves `latest` where it was.
-    run_dir = options.report_dir / run_id if config.option.collectonly else make_run_dir(options.report_dir, run_id)
+    orphans: tuple[Orphan, ...] = ()
+    warnings: tuple[str, ...] = ()
+    if config.option.collectonly:  # listing the cases makes no run directory, leaves `latest`, stops nothing
+        run_dir = options.report_dir / run_id
+    else:
+        orphans = _stop_orphans()
+        run_dir, latest_warning = make_run_dir(options.report_dir, run_id)
+        run_id = run_dir.name  # numbered when a session of this process made run_id already
+        warnings = (latest_warning,) if latest_warning else ()
     if profile.hardware.device == "cuda":
         busy = gpu_processes(hardware.gpus)
         if busy:
@@ -143,7 +169,8 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
                          expected_gpus=expected.count if expected is not None else None,
                          expected_gpus_source=expected.source if expected is not None else None,
                          expected_gpus_stated=expected.stated if expected is not None else False,
-                         nvidia_presence=presence)
+                         nvidia_presence=presence,
+                         overrides=overrides, orphans_stopped=orphans, start_warnings=warnings)
     return HarnessSession.start(config, ctx)
 
 
@@ -161,6 +188,27 @@ def _refuse_unusable_gpus(hardware: Hardware, presence: node_presence.NvidiaPres
                                 f"usable GPU ({hardware.nvml_unavailable_reason}). No benchmark was started.")
     if options.hardware is None and message is not None:
         raise pytest.UsageError(message)
+
+
+def _refuse_fault_injection(overrides: tuple[Override, ...], options: HarnessOptions) -> None:
+    fault = next((override for override in overrides if override.name == FAULT_ENV), None)
+    if fault is not None and not options.allow_fault_injection:
+        raise pytest.UsageError(
+            f"{FAULT_ENV}={fault.value} is set: every launch would fail on purpose (fault injection), and the "
+            "verdict would not be the node's. Unset it for a sign-off; the harness's self-tests pass "
+            "--harness-allow-fault-injection.")
+
+
+def _stop_orphans() -> tuple[Orphan, ...]:
+    """Stop the processes of launches whose session was killed (SIGKILL, the OOM killer): on a GPU node
+    they hold the GPUs, and this session would refuse to start or measure a shared GPU."""
+    found = find_orphans()
+    left = stop_orphans(found) if found else []
+    if left:
+        raise pytest.UsageError("processes an earlier harness session left running could not be stopped:\n"
+                                + "\n".join(f"  {orphan.describe()}" for orphan in left)
+                                + "\nStop them (as their owner or root), then start again. No benchmark was started.")
+    return tuple(found)
 
 
 def _check_host_name_resolves() -> None:

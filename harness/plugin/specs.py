@@ -15,7 +15,7 @@ from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, So
 from harness.plugin.context import SessionContext
 from harness.plugin.options import HarnessOptions
 from harness.workloads.busbw import MIB, default_max_bytes
-from harness.workloads.compilecache import cache_env
+from harness.workloads.compilecache import cache_env, default_cache_root
 
 ALLREDUCE_SWEEP = {
     # (smallest message bytes, size factor between messages, seconds timed per message)
@@ -28,8 +28,7 @@ def compile_env(options: HarnessOptions) -> dict[str, str]:
     """The environment that keeps torch.compile's caches where the next run finds them."""
     if not options.compile:
         return {}
-    root = options.compile_cache or options.report_dir / ".compile-cache"
-    return cache_env(Path(root).resolve())
+    return cache_env(Path(options.compile_cache or default_cache_root()).resolve())
 
 
 def ci_target(ctx: SessionContext) -> float:

@@ -199,6 +199,14 @@ def load_inputs(run_dir: Path) -> RunInputs:
                 inputs.record_problems.append(clean_text(f"runs/{path.name} {problem}", one_line=True))
             else:
                 inputs.records[clean_text(path.stem, KEY_CHARS, one_line=True)] = record
+    # A session killed outright (SIGKILL, the OOM killer) never copied its finished launches' records
+    # into runs/: each launch left its own in logs/<case>/record.json, under the same name.
+    for path in sorted(run_dir.glob("logs/*/record.json")):
+        key = clean_text(path.parent.name, KEY_CHARS, one_line=True)
+        if key not in inputs.records:
+            record, problem = _read_json(path)
+            if record is not None:
+                inputs.records[key] = record
     if inputs.report is None and inputs.session is None and not inputs.records:
         raise ReportError(
             f"no usable run data in {run_dir}: report.json {inputs.report_problem}, session.json "

@@ -39,7 +39,7 @@ def write_report(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     html = build_report(run_dir)
     target = run_dir / "report.html"
-    write_text_atomic(target, html, mode=0o644)  # the page is for whoever signs off: readable
+    write_text_atomic(target, html)  # the run directory's one mode (records.default_file_mode)
     return target
 
 

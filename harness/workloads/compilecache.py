@@ -9,10 +9,17 @@ Inductor's cache key holds the CUDA device index of the graph's inputs: a graph 
 cuda:0 is compiled again on cuda:1 (pytorch/pytorch#108971). A launch on N GPUs compiles every
 graph for N device indices at once, which is why the plugin launches the widest GPU count first
 when compiling: the narrower launches after it find their graphs cached.
+
+The caches hold pickles and compiled code that the workers load: whoever can write them runs code
+in the next sign-off. They live in a per-user directory outside the reports (``default_cache_root``),
+and a directory another user owns, or one a group or everyone may write, is refused
+(``prepare_cache_root``).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 # (counter group, counter name) in torch._dynamo.utils.counters -> the name the record uses.
@@ -28,6 +35,42 @@ _COUNTERS = {
     ("inductor", "fxgraph_cache_bypass"): "fx_graph_bypasses",
 }
 FIELDS = tuple(_COUNTERS.values())
+
+
+CACHE_DIR_MODE = 0o700
+"""The cache directory made when absent: its owner alone reads, writes and enters it."""
+
+
+class CacheDirError(ValueError):
+    """A compile cache directory the workers must not load code from."""
+
+
+def default_cache_root() -> Path:
+    """$XDG_CACHE_HOME/harness/compile, else ~/.cache/harness/compile (the XDG base directory rule)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "harness" / "compile"
+
+
+def prepare_cache_root(root: Path) -> Path:
+    """``root`` made (0700) when absent and returned resolved; a CacheDirError when it is not a
+    directory this user owns and alone may write (the workers load code from it)."""
+    root = Path(root).expanduser()
+    try:
+        root.mkdir(mode=CACHE_DIR_MODE, parents=True, exist_ok=True)
+        info = os.lstat(root)
+    except OSError as exc:
+        raise CacheDirError(f"cannot make the compile cache directory {root}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise CacheDirError(f"the compile cache {root} is not a directory (a link or a file): "
+                            "name a directory of your own with --harness-compile-cache")
+    if info.st_uid != os.getuid():
+        raise CacheDirError(f"the compile cache {root} belongs to uid {info.st_uid}, not to you (uid {os.getuid()}): "
+                            "its owner could put code there that the workers load; use a directory of your own")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise CacheDirError(f"the compile cache {root} is writable by its group or by everyone "
+                            f"(mode {stat.S_IMODE(info.st_mode):04o}): anyone who can write it runs code in "
+                            f"the workers; chmod 700 {root}, or use another directory")
+    return root.resolve()
 
 
 def cache_env(root: Path) -> dict[str, str]:
