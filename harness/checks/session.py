@@ -85,12 +85,12 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
         names += [f"{test}[gpu{index}]" for test in PER_GPU_TESTS for index in gpus]
         if profile.topology is not None:
             names.append("test_topology")
-    if getattr(profile, "components", None) is not None:  # the components helper's section, once merged
+    components = getattr(profile, "components", None)
+    if components is not None:
         if profile.hardware.device == "cuda":
             names += [f"{test}[gpu{index}]" for test in COMPONENT_TESTS for index in gpus]
             # Peer copies are required only where the profile bounds them (none is measured yet: no
             # multi-GPU machine was lent); the all-reduce's bound still judges the GPUs' links.
-            components = profile.components
             if components.min_peer_gbps is not None or components.max_peer_latency_us is not None:
                 names += [f"test_peer_copy[gpu{a}-gpu{b}]" for a in gpus for b in gpus if a != b]
         else:
