@@ -106,6 +106,7 @@ def test_outputs_of_a_run_share_one_mode(suite, pytester):  # noqa: F811
 def test_environment_overrides_are_named_with_their_effect():
     env = {"HARNESS_FAULT": "kind=nan,rank=0", "HARNESS_TELEMETRY": "0", "NCCL_P2P_DISABLE": "1",
            "NCCL_NET_PLUGIN": "x", "NCCL_DEBUG": "INFO", "NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
+           "NCCL_VERSION": "2.28.3-1",  # set by NVIDIA's container images: a label, not a setting
            "HARNESS_GIT_COMMIT": "abc", "HARNESS_CONTAINER_IMAGE": "img", "CUDA_LAUNCH_BLOCKING": "1",
            "CUDA_VISIBLE_DEVICES": "0", "PATH": "/bin"}
     named = {override.name: override.effect for override in find_overrides(env)}

@@ -76,7 +76,8 @@ def test_one_gpu_node_runs_foreign_load_hidden_gpu_refusal_and_host_sync_and_ski
     assert hidden.cause_in == "output" and "CUDA_VISIBLE_DEVICES" in hidden.cause_tokens
     sync = rows["host_sync"]
     assert sync.env == {"HARNESS_FAULT": "kind=host_sync"} and ALLOW_FAULTS_OPTION in sync.pytest_args
-    assert sync.require == "any" and set(sync.expected_keys) == {"throughput_per_gpu", "gpu_utilization"}
+    assert sync.require == "any" and set(sync.expected_keys) == {"throughput_per_gpu", "gpu_utilization",
+                                                                   "step_time_cv"}
 
 
 def test_four_gpu_node_hides_its_last_gpu_against_the_full_shape_and_turns_p2p_off_on_two():
@@ -162,17 +163,25 @@ def test_a_degradation_that_passed_fails_the_selftest():
     assert "exit code 0" in outcome.summary
 
 
-def test_a_host_sync_caught_only_by_step_time_jitter_still_reads_as_passed_with_the_jitter_shown():
-    # Measured on 1 x H100 (docs/selftest.md): a sync per step cost 7.9 % of throughput and left utilization at
-    # 92.5 %, both inside the h100 bounds, while step-time CV rose to 9-12 %: the row fails and says so.
+def test_a_host_sync_caught_by_step_time_jitter_alone_is_caught():
+    # Measured on two lent H100s (docs/selftest.md): a sync per step cost 8.1 % of throughput on one host
+    # (utilization 92.5 %) and 2.3 % on another (96.2 %, inside the bounds), while step-time CV rose to
+    # 0.09-0.12 on both: the measured CV bound is the check that shows it on every host.
     spec = GPU_ROWS["host_sync"]
     session = _session(_check("throughput_per_gpu", True), _check("gpu_utilization", True),
                        _check("step_time_cv", False, kind="health"),
                        overrides=[{"name": "HARNESS_FAULT", "value": "kind=host_sync"}])
     outcome = judge(spec, RowRun(exit_code=1, session=session))
-    assert not outcome.ok and outcome.other_failed == ["step_time_cv"]
-    assert outcome.summary == ("degradation PASSED: gpu_utilization, throughput_per_gpu did not fail; "
-                               "also failed: step_time_cv")
+    assert outcome.ok and outcome.failed is True
+
+
+def test_a_host_sync_that_moves_no_check_reads_as_passed():
+    spec = GPU_ROWS["host_sync"]
+    session = _session(_check("throughput_per_gpu", True), _check("gpu_utilization", True),
+                       _check("step_time_cv", True, kind="health"),
+                       overrides=[{"name": "HARNESS_FAULT", "value": "kind=host_sync"}])
+    outcome = judge(spec, RowRun(exit_code=0, session=session))
+    assert not outcome.ok and "degradation PASSED" in outcome.summary
 
 
 def test_all_expected_keys_must_fail_where_the_row_requires_all():

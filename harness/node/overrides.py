@@ -52,7 +52,10 @@ NCCL_PREFIX = "NCCL_"
 NCCL_ANY_EFFECT = "changes NCCL's behaviour (see NCCL's environment variable documentation): the interconnect " \
                   "and multi-GPU figures may not be the hardware's"
 """Any other NCCL_* variable: named too, since a variable unknown here may still change the transport."""
-NCCL_HARMLESS = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
+NCCL_HARMLESS = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE",
+                           # NVIDIA's CUDA container images set it to the NCCL they ship ("2.28.3-1" on
+                           # the lent H100): a label, read by nothing at run time
+                           "NCCL_VERSION"})
 """NCCL variables that only change its logging."""
 
 EXPECTED: dict[str, str] = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
