@@ -75,7 +75,7 @@ def test_one_gpu_node_runs_foreign_load_hidden_gpu_refusal_and_host_sync_and_ski
     assert hidden.expect_refusal and hidden.env == {"CUDA_VISIBLE_DEVICES": ""}
     assert hidden.cause_in == "output" and "CUDA_VISIBLE_DEVICES" in hidden.cause_tokens
     sync = rows["host_sync"]
-    assert sync.env == {"HARNESS_FAULT": "kind=host_sync"} and ALLOW_FAULTS_OPTION in sync.pytest_args
+    assert sync.env == {"HARNESS_FAULT": "kind=host_sync,stall_ms=8"} and ALLOW_FAULTS_OPTION in sync.pytest_args
     assert sync.require == "any" and set(sync.expected_keys) == {"throughput_per_gpu", "gpu_utilization",
                                                                    "step_time_cv"}
 
@@ -456,3 +456,19 @@ def test_the_gpu_foreign_load_runs_on_the_cases_gpu_by_uuid(tmp_path):
     command = runner.foreign_load_command(load, tmp_path, 120)
     assert command[1:5] == ["-m", "harness.selftest.foreign_load", "--device", "cuda"] and "--cores" not in command
     assert runner.foreign_load_env(load)["CUDA_VISIBLE_DEVICES"] == UUIDS[0]
+
+
+def test_host_sync_takes_a_host_stall_in_milliseconds_and_only_host_sync_does():
+    assert faults.parse_fault("kind=host_sync,stall_ms=8").stall_ms == 8.0
+    assert faults.parse_fault("kind=host_sync").stall_ms == 0.0
+    for bad in ("kind=host_sync,stall_ms=-1", "kind=host_sync,stall_ms=lots", "kind=host_sync,stall_ms=5000"):
+        with pytest.raises(ValueError, match="stall_ms must be a number of milliseconds"):
+            faults.parse_fault(bad)
+    with pytest.raises(ValueError, match="stall_ms applies to kind host_sync only"):
+        faults.parse_fault("kind=nan,stall_ms=3")
+
+
+def test_the_host_sync_row_injects_a_stall_so_its_cost_does_not_depend_on_the_host():
+    spec = GPU_ROWS["host_sync"]
+    assert spec.env == {"HARNESS_FAULT": "kind=host_sync,stall_ms=8"}
+    assert "8 ms host stall" in spec.injected
