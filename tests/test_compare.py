@@ -190,7 +190,7 @@ def test_changes_beyond_both_confidence_intervals_are_flagged(tmp_path):
     assert compare(a, b_large).rows[0].beyond_noise  # 5 % > 2 %
 
 
-def test_interconnect_topology_and_soak_results_are_left_out_not_refused(two_runs, tmp_path):
+def test_results_without_a_benchmark_record_are_left_out_not_refused(two_runs, tmp_path):
     """A default run's session.json also holds the all-reduce, topology and soak tests, which carry no
     benchmark record (found on 4 x H200: compare refused every default run directory)."""
     after = two_runs[1]
@@ -202,6 +202,12 @@ def test_interconnect_topology_and_soak_results_are_left_out_not_refused(two_run
         "test_interconnect.py::test_topology": {"case": "topology", "checks": [], "topology": {}},
         "test_soak.py::test_soak": {"case": "soak", "checks": [], "soak": {},
                                     "record": {"run_id": "s", "telemetry": None}},
+        # the node-shape, GPU-state and component tests: checks only, no benchmark record
+        "test_node.py::test_node_shape": {"case": "node shape", "checks": [], "bounds": None},
+        "test_gpu_state.py::test_gpu_state[gpu0]": {"case": "GPU state", "checks": [], "bounds": None},
+        "test_gpu_state.py::test_gpu_state[gpu1]": {"case": "GPU state", "checks": [], "gpu_state": {}},
+        "test_components.py::test_gemm[gpu0]": {"case": "gemm", "checks": [], "bounds": None, "components": {},
+                                                "record": {"run_id": "g", "telemetry": None}},
     })
     (after / "session.json").write_text(json.dumps(session))
     (after / "runs").rename(tmp_path / "moved-runs")  # read the records from session.json itself

@@ -59,7 +59,7 @@ def record_case(record: RunRecord) -> CaseId:
 
 
 # Keys that mark a session result as something other than a benchmark case (see harness.plugin).
-NOT_BENCHMARK_RESULTS = ("interconnect", "topology", "soak")
+NOT_BENCHMARK_RESULTS = ("interconnect", "topology", "soak", "components")
 SUMMARY_FILES = ("session.json", "report.json")
 
 
@@ -243,7 +243,9 @@ def _read_summary_file(file: Path) -> _Summary:
         if not isinstance(result, dict):
             raise CompareError(f"{file}: a result is not an object: {result!r:.60}")
         if any(key in result for key in NOT_BENCHMARK_RESULTS):
-            continue  # all-reduce, topology and soak results hold no benchmark run record to compare
+            continue  # all-reduce, topology, soak and component results hold no benchmark run record to compare
+        if result.get("record") is None and not {"scaling", "case_id"} & set(result):
+            continue  # nor do the node-shape, GPU-state and component tests; a benchmark case names its scaling
         record = _record_from(result.get("record"), f"{file}: a result without a readable run record")
         checks = result.get("checks") or []
         if not isinstance(checks, list) or not all(isinstance(check, dict) for check in checks):
