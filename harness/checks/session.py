@@ -85,7 +85,7 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
         names += [f"{test}[gpu{index}]" for test in PER_GPU_TESTS for index in gpus]
         if profile.topology is not None:
             names.append("test_topology")
-    components = getattr(profile, "components", None)
+    components = profile.components
     if components is not None:
         if profile.hardware.device == "cuda":
             names += [f"{test}[gpu{index}]" for test in COMPONENT_TESTS for index in gpus]
@@ -156,7 +156,7 @@ class SessionFacts:
     pytest_exit: int = 0
     """pytest's own exit status, before the verdict replaces it."""
     overrides: tuple[dict, ...] = ()
-    """Environment variables that change results ({"name", "value", "effect"}), from the reliability helper."""
+    """Environment variables that change results ({"name", "value", "effect"}) (harness/node/overrides.py)."""
     level: str = "standard"
     """The run level (``LEVELS``): quick checks the node's health without the DDP matrix, never a sign-off."""
 

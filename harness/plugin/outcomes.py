@@ -94,14 +94,14 @@ class SessionOutcomes:
         session = self.session
         exitstatus = int(session.exitstatus) if session is not None else 0
         expected = ctx.expected_gpus if ctx.expected_gpus is not None else ctx.available_gpus
-        level = getattr(ctx.options, "level", "standard")  # the components helper's option, when merged
+        level = ctx.options.level
         return SessionFacts(
             required=tuple(required_tests(ctx.profile, expected, level=level, native_bf16=ctx.native_bf16)),
             collected=frozenset(self.collected), option_narrowing=_option_narrowing(ctx.options),
             selection_narrowing=_selection_narrowing(config), partial_collection=_names_part_of_the_suite(config),
             cpu=ctx.device == "cpu",
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, pytest_exit=exitstatus,
-            overrides=tuple(_overrides(self.harness_session)), level=level)
+            overrides=tuple(override.to_dict() for override in ctx.overrides), level=level)
 
     def _test(self, item: pytest.Item) -> SelectedTest:
         result = self.harness_session.results.get(item.nodeid)
@@ -163,18 +163,3 @@ def _names_part(arg: str) -> bool:
 
 def _names_part_of_the_suite(config: pytest.Config) -> bool:
     return any(_names_part(arg) for arg in config.args)
-
-
-def _overrides(harness_session: HarnessSession) -> list[dict]:
-    """Environment overrides that change results, as the reliability helper records them in session.json."""
-    for holder in (harness_session.ctx, harness_session):
-        found = getattr(holder, "overrides", None)
-        if found is not None:
-            return [_override_dict(o) for o in found]
-    return [_override_dict(o) for o in harness_session.summary().get("overrides") or ()]
-
-
-def _override_dict(override) -> dict:
-    if isinstance(override, dict):
-        return {k: str(override.get(k, "")) for k in ("name", "value", "effect")}
-    return {k: str(getattr(override, k, "")) for k in ("name", "value", "effect")}
