@@ -71,13 +71,21 @@ def case_figures(record: dict) -> dict | None:
             "temperature_c": reduced.get("temperature_c"), "step_time_cv": (record.get("step_time_ms") or {}).get("cv")}
 
 
+def _util_bound(values: list[float], margin_pct: float) -> int:
+    return math.floor(min(values) - margin_pct)
+
+
+def _cv_bound(values: list[float]) -> float:
+    return math.ceil((max(values) + CV_MARGIN) * 1000) / 1000
+
+
 def case_bounds(figures: dict[str, list[float]]) -> dict[str, float]:
     """One case's own utilization and step-time CV bounds, from its figures over the runs."""
     bounds: dict[str, float] = {}
     if figures.get("util_pct"):
-        bounds["min_gpu_utilization_pct"] = math.floor(min(figures["util_pct"]) - UTIL_CASE_MARGIN_PCT)
+        bounds["min_gpu_utilization_pct"] = _util_bound(figures["util_pct"], UTIL_CASE_MARGIN_PCT)
     if figures.get("step_time_cv"):
-        bounds["max_step_time_cv"] = math.ceil((max(figures["step_time_cv"]) + CV_MARGIN) * 1000) / 1000
+        bounds["max_step_time_cv"] = _cv_bound(figures["step_time_cv"])
     return bounds
 
 
@@ -96,13 +104,13 @@ def summarize(records: list[dict]) -> tuple[dict[str, dict[str, list[float]]], d
              for name in ("util_pct", "power_fraction", "temperature_c", "step_time_cv")}
     bounds = {}
     if every["util_pct"]:
-        bounds["min_gpu_utilization_pct"] = math.floor(min(every["util_pct"]) - UTIL_MARGIN_PCT)
+        bounds["min_gpu_utilization_pct"] = _util_bound(every["util_pct"], UTIL_MARGIN_PCT)
     if every["power_fraction"]:
         bounds["min_power_fraction_of_limit"] = math.floor(min(every["power_fraction"]) * POWER_MARGIN * 100) / 100
     if every["temperature_c"]:
         bounds["max_temperature_c"] = math.ceil(max(every["temperature_c"]) + TEMPERATURE_MARGIN_C)
     if every["step_time_cv"]:
-        bounds["max_step_time_cv"] = math.ceil((max(every["step_time_cv"]) + CV_MARGIN) * 1000) / 1000
+        bounds["max_step_time_cv"] = _cv_bound(every["step_time_cv"])
     return cases, bounds
 
 
