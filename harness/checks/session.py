@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from harness.cases import SCALINGS, CaseId
 from harness.profile.bounds import Profile
@@ -69,9 +69,11 @@ _RANK = re.compile(r"\brank (?P<id>\d+)")
 
 
 def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard",
-                   native_bf16: str | None = None) -> list[str]:
+                   native_bf16: str | None = None, nodes: Sequence[str] = ()) -> list[str]:
     """The test names (``test_weak_scaling[resnet50-bf16-4gpu]``) the profile requires of a node of
-    ``expected_gpus`` GPUs (ranks on a CPU profile): single-node cases only, in test order.
+    ``expected_gpus`` GPUs (ranks on a CPU profile): single-node cases only, in test order. ``nodes``:
+    every node of a multi-node session (the driver's first), each of whose ``expected_gpus`` GPUs
+    must pass its GPU-state test (``test_gpu_state[gpu02-gpu3]``); empty on one node (``gpu3``).
 
     Cases the profile itself leaves out are not required: a model × precision without bounds, bf16
     on a CPU without native bf16 where the profile says so, a GPU count above the node's. The level
@@ -82,7 +84,8 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
     gpus = range(expected_gpus)
     if profile.hardware.device == "cuda":
         names += list(NODE_TESTS)
-        names += [f"{test}[gpu{index}]" for test in PER_GPU_TESTS for index in gpus]
+        names += [f"{test}[{node}-gpu{index}]" if node else f"{test}[gpu{index}]"
+                  for test in PER_GPU_TESTS for node in (nodes or ("",)) for index in gpus]
         if profile.topology is not None:
             names.append("test_topology")
     components = profile.components

@@ -1,0 +1,138 @@
+"""The GPU state of one node of a multi-node session, read on that node: the probe ``srun`` starts on
+every node but the driver's (harness/plugin/remote_gpu_state.py), one task per node.
+
+``python -m harness.node.gpu_state_probe watch --dir RUN/gpu_state_nodes`` writes
+``<host>.start.json`` (this node's GPUs and their snapshot, harness/node/gpu_state.py) at once,
+watches every GPU for XIDs (harness/node/xid.py) until ``stop`` appears in that directory (or the
+process gets SIGTERM/SIGINT), then writes ``<host>.end.json``: the end snapshot and the watcher's
+events and status. The directory is in the run directory, which every node must see (docs/slurm.md).
+
+A node whose NVML cannot be opened writes ``"status": "unavailable"`` with the reason and no GPU: the
+driver then fails that node's tests, naming it. Launcher side: no torch, no CUDA context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from harness.node.gpu_state import read_gpu_states
+from harness.node.hardware import visible_nvml_indices
+from harness.node.nvml import installed_pynvml, nvml_text
+from harness.node.xid import XidWatcher
+
+STOP_FILE = "stop"
+"""Written by the driver into the probe directory when the session ends: every watcher then ends."""
+STOP_POLL_S = 1.0
+"""How often a watcher looks for the stop file: the driver waits at most this long plus the end snapshot."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbedGpu:
+    """A GPU of this node as NVML numbers it (the index ``nvidia-smi`` shows)."""
+
+    index: int
+    uuid: str
+    name: str
+
+
+def node_file(directory: Path, host: str, phase: str) -> Path:
+    """Where a node's ``start`` or ``end`` snapshot lies."""
+    return directory / f"{host}.{phase}.json"
+
+
+def list_gpus(nvml: Any = None) -> tuple[list[ProbedGpu], str | None]:
+    """This node's GPUs that CUDA_VISIBLE_DEVICES leaves visible (Slurm sets it for the step's GPUs);
+    ([], why) where NVML cannot be opened or read."""
+    try:
+        nvml = nvml if nvml is not None else installed_pynvml()
+    except ImportError as err:
+        return [], f"NVML unavailable: pynvml (nvidia-ml-py) is not installed: {err}"
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as err:
+        return [], f"NVML unavailable: {err}"
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+        handles = {index: nvml.nvmlDeviceGetHandleByIndex(index) for index in range(count)}
+        visible = visible_nvml_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), count,
+                                       lambda index: nvml_text(nvml.nvmlDeviceGetUUID(handles[index])))
+        gpus = [ProbedGpu(index=index, uuid=nvml_text(nvml.nvmlDeviceGetUUID(handles[index])),
+                          name=nvml_text(nvml.nvmlDeviceGetName(handles[index]))) for index in visible]
+    except nvml.NVMLError as err:
+        return [], f"NVML opened but could not list the GPUs: {err}"
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass
+    return gpus, None
+
+
+def snapshot(phase: str, host: str, gpus: Sequence[ProbedGpu], why: str | None, nvml: Any = None) -> dict[str, Any]:
+    """One node's snapshot file: its GPUs and their state, or why there is none."""
+    data: dict[str, Any] = {"host": host, "phase": phase, "taken_at": time.time(), "pid": os.getpid(),
+                            "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in gpus]}
+    if why is not None:
+        return {**data, "status": "unavailable", "why": why, "states": []}
+    states, problems = read_gpu_states(gpus, nvml)
+    if not states and problems:
+        return {**data, "status": "unavailable", "why": problems, "states": []}
+    return {**data, "status": "ok", "why": problems, "states": [s.to_dict() for s in states]}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Whole or not at all: the driver reads the file as soon as it exists."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(data, indent=1))
+    os.replace(partial, path)
+
+
+def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: threading.Event | None = None,
+          poll_s: float = STOP_POLL_S) -> int:
+    """Start snapshot, XIDs until ``stop`` (the file, a signal, or the event), end snapshot."""
+    host = host or socket.gethostname()
+    stop = stop or threading.Event()
+    directory.mkdir(parents=True, exist_ok=True)
+    gpus, why = list_gpus(nvml)
+    write_json(node_file(directory, host, "start"), snapshot("start", host, gpus, why, nvml))
+    watcher = XidWatcher(gpus, nvml).start() if why is None else None
+    while not stop.is_set() and not (directory / STOP_FILE).exists():
+        stop.wait(poll_s)
+    if watcher is not None:
+        watcher.stop()
+    end = snapshot("end", host, gpus, why, nvml)
+    end["xid"] = watcher.to_dict() if watcher is not None else {"failure": why, "status": {}, "events": []}
+    write_json(node_file(directory, host, "end"), end)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.node.gpu_state_probe",
+                                     description="This node's GPU state at start and end, and its XIDs between.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("watch", help="write <host>.start.json, watch XIDs until DIR/stop, write <host>.end.json")
+    run.add_argument("--dir", type=Path, required=True, help="the probe directory (in the session's run directory)")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    # srun forwards SIGTERM/SIGINT when the driver ends the step: still write the end snapshot.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        return watch(args.dir, stop=stop)
+    except OSError as err:
+        print(f"gpu_state_probe on {socket.gethostname()}: cannot write into {args.dir}: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
