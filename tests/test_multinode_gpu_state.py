@@ -25,7 +25,10 @@ from harness.plugin.node_shape import node_shape_result
 from harness.plugin.remote_gpu_state import NodeGpu, judged_nodes, probe_command
 from harness.profile.load import load_profile
 from support.hardware import make_hardware
+from test_gpu_state import h100_session  # noqa: F401 - the fake H100 session two_node_session starts from
 from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, FakeNvml, fake_nvml
+
+pytest_plugins = ["pytester"]
 
 THRESHOLDS = Path(__file__).resolve().parents[1] / "thresholds"
 H100 = load_profile(THRESHOLDS / "h100-80gb.toml")
@@ -93,7 +96,8 @@ def start_runner(tmp_path: Path, remote_nvml: dict[str, FakeNvml], **ctx: Any) -
 
 
 def run_all(runner: GpuStateRunner, driver: FakeNvml) -> dict[str, Any]:
-    results = {p.id: runner.run_gpu_state(p.values[0], nvml=driver) for p in gpu_state_params(runner.ctx, runner.remote)}
+    params = gpu_state_params(runner.ctx, runner.remote)
+    results = {p.id: runner.run_gpu_state(p.values[0], nvml=driver) for p in params}
     runner.stop()
     return results
 
@@ -182,7 +186,8 @@ def test_an_xid_on_node_2_fails_its_gpu_naming_the_node(tmp_path):
     _wait_until(lambda: not remote.xid_queue)
     results = run_all(runner, driver)
     assert failed_keys(results["gpu02-gpu0"]) == ["xid_events"]
-    assert "XID 48" in results["gpu02-gpu0"].failure_message() and "node gpu02" in results["gpu02-gpu0"].failure_message()
+    message = results["gpu02-gpu0"].failure_message()
+    assert f"node gpu02: GPU 0 ({UUIDS[0]}): XID 48" in message
 
 
 @pytest.mark.parametrize("remote, says", [
@@ -191,7 +196,7 @@ def test_an_xid_on_node_2_fails_its_gpu_naming_the_node(tmp_path):
 ])
 def test_an_unreadable_node_2_never_passes(tmp_path, remote, says):
     runner, driver = start_runner(tmp_path, remote)
-    shape = node_shape_result(runner.ctx, runner.remote)  # type: ignore[arg-type]
+    shape = node_shape_result(runner.ctx, runner.remote)
     [count] = [c for c in shape.checks if c.key == "remote_gpu_count"]
     assert count.passed is False and says in count.note
     results = run_all(runner, driver)
@@ -205,7 +210,7 @@ def test_an_unreadable_node_2_never_passes(tmp_path, remote, says):
 
 def test_node_2_with_fewer_gpus_fails_the_node_shape_and_its_missing_gpu(tmp_path):
     runner, driver = start_runner(tmp_path, {"gpu02": h100s(1)})
-    shape = node_shape_result(runner.ctx, runner.remote)  # type: ignore[arg-type]
+    shape = node_shape_result(runner.ctx, runner.remote)
     [count] = [c for c in shape.checks if c.key == "remote_gpu_count"]
     assert count.passed is False and count.measured == 1.0 and count.bound == 2.0
     assert f"node gpu02: 1 usable GPUs < 2 expected (NVML there shows: GPU 0 {UUIDS[0]})" in count.note
@@ -217,7 +222,7 @@ def test_node_2_with_fewer_gpus_fails_the_node_shape_and_its_missing_gpu(tmp_pat
 
 def test_a_healthy_two_node_session_passes_and_keeps_both_nodes_in_session_json(tmp_path):
     runner, driver = start_runner(tmp_path, {"gpu02": h100s(2)})
-    shape = node_shape_result(runner.ctx, runner.remote)  # type: ignore[arg-type]
+    shape = node_shape_result(runner.ctx, runner.remote)
     assert [c.passed for c in shape.checks if c.key == "remote_gpu_count"] == [True]
     results = run_all(runner, driver)
     assert all(not r.failed for r in results.values())
@@ -236,7 +241,7 @@ def test_one_node_is_unchanged(tmp_path):
     runner.stop()
     assert result.name == "gpu-state-gpu1" and result.checks[0].note.startswith(f"GPU 1 ({UUIDS[1]})")
     assert "node" not in result.to_dict()["gpu_state"]
-    assert [c.key for c in node_shape_result(runner.ctx).checks].count("remote_gpu_count") == 0  # type: ignore[arg-type]
+    assert [c.key for c in node_shape_result(runner.ctx).checks].count("remote_gpu_count") == 0
 
 
 def test_every_node_s_gpu_state_tests_are_required_in_a_multi_node_session():
@@ -266,3 +271,52 @@ def _wait_until(condition, timeout_s: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+# --- a whole acceptance session in a 2-node Slurm job, through pytester ---------------------------
+
+
+@pytest.fixture
+def two_node_session(h100_session, monkeypatch):  # noqa: F811 - the fixture imported above
+    """test_gpu_state.py's fake one-H100 session, in a Slurm job of nodes gpu01 (the driver) and gpu02,
+    whose probe step is ``fake_srun`` over ``remote`` (node -> fake NVML)."""
+    run_session, _, root = h100_session
+    for name, value in {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_NUM_NODES": "2",
+                        "SLURM_GPUS_ON_NODE": "1", "SLURM_CPUS_ON_NODE": "4"}.items():
+        monkeypatch.setenv(name, value)
+    remote: dict[str, FakeNvml] = {"gpu02": h100s(1)}
+    launched: list[list[str]] = []
+    monkeypatch.setattr("harness.plugin.remote_gpu_state.subprocess",
+                        SimpleNamespace(Popen=fake_srun(remote, launched), STDOUT=-2, TimeoutExpired=TimeoutError))
+
+    def run(*args):
+        result = run_session(*args)
+        [path] = list(root.rglob("session.json"))
+        return result, json.loads(path.read_text())
+
+    return run, remote, launched
+
+
+def test_a_two_node_session_fails_on_node_2_s_capped_gpu_and_requires_its_test(two_node_session):
+    run, remote, launched = two_node_session
+    remote["gpu02"].gpus[0].limit_mw = 400_000
+    result, session = run()
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_gpu_state?gpu01-gpu0? PASSED*", "*test_gpu_state?gpu02-gpu0? FAILED*",
+                                 "*node gpu02: GPU 0 (GPU-1111*): enforced power limit 400 W < default 700 W*"])
+    assert launched and "--nodelist=gpu02" in launched[0]
+    verdict = session["session_verdict"]
+    assert verdict["verdict"] == "FAIL" and verdict["exit_code"] == result.ret == 1
+    assert [c["key"] for c in verdict["causes"]] == ["power_limit"]
+    assert session["gpu_state"]["other_nodes"]["end"]["gpu02"]["xid"]["status"] == {UUIDS[0]: "ok"}
+
+
+def test_a_two_node_session_missing_node_2_s_test_is_not_a_pass(two_node_session):
+    run, _, _ = two_node_session
+    result, session = run("-k", "not gpu02")
+    verdict = session["session_verdict"]
+    assert verdict["verdict"] != "PASS" and not verdict["sign_off"]
+    # gpu02's GPU-state test is required: one more than the same node's requirement on its own.
+    two = required_tests(H100, 1, nodes=("gpu01", "gpu02"))
+    assert "test_gpu_state[gpu02-gpu0]" in two
+    assert verdict["required_total"] == len(two) == len(required_tests(H100, 1)) + 1
