@@ -307,7 +307,7 @@ def test_a_two_node_session_fails_on_node_2_s_capped_gpu_and_requires_its_test(t
     assert launched and "--nodelist=gpu02" in launched[0]
     verdict = session["session_verdict"]
     assert verdict["verdict"] == "FAIL" and verdict["exit_code"] == result.ret == 1
-    assert [c["key"] for c in verdict["causes"]] == ["power_limit"]
+    assert [c["text"] for c in verdict["causes"]] == [f"power_limit ×1, on GPU 0 of node gpu02 (UUID {UUIDS[0]})"]
     assert session["gpu_state"]["other_nodes"]["end"]["gpu02"]["xid"]["status"] == {UUIDS[0]: "ok"}
 
 
@@ -320,3 +320,18 @@ def test_a_two_node_session_missing_node_2_s_test_is_not_a_pass(two_node_session
     two = required_tests(H100, 1, nodes=("gpu01", "gpu02"))
     assert "test_gpu_state[gpu02-gpu0]" in two
     assert verdict["required_total"] == len(two) == len(required_tests(H100, 1)) + 1
+
+
+def test_a_multi_node_case_is_skipped_where_node_2_lacks_its_gpus(two_node_session, pytester):
+    run, remote, _ = two_node_session
+    remote["gpu02"] = h100s(0)  # NVML works there and shows no GPU
+    scaling = (Path(__file__).resolve().parents[1] / "acceptance" / "test_scaling.py").read_text()
+    pytester.makepyfile(test_c_scaling=scaling)
+    result, session = run("--models", "resnet50", "--precisions", "bf16", "--gpus", "1", "-k", "2x1gpu or gpu_state")
+    [report] = list(pytester.path.rglob("report.json"))
+    reasons = {t["nodeid"].rpartition("::")[2]: t for t in json.loads(report.read_text())["tests"]}
+    case = reasons["test_weak_scaling[resnet50-bf16-2x1gpu]"]
+    assert case["outcome"] == "skipped" and "needs 1 GPUs on each node; gpu02 has 0" in json.dumps(case)
+    verdict = session["session_verdict"]
+    assert verdict["verdict"] == "FAIL"  # gpu02's GPU-state test: its GPU 0 is missing
+    assert verdict["causes"][0]["where"] == ["GPU 0 of node gpu02 ×1"]

@@ -59,7 +59,8 @@ DDP matrix and the all-reduce; long adds the soak."""
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
 
-_GPU = re.compile(r"\bGPU (?P<id>\d+)(?: \(?(?:UUID )?(?P<extra>(?:GPU|MIG)-[0-9A-Za-z-]+)\)?)?")
+_GPU = re.compile(r"(?:\bnode (?P<node>[\w.-]+): )?"  # a multi-node session's notes name the node first
+                  r"\bGPU (?P<id>\d+)(?: \(?(?:UUID )?(?P<extra>(?:GPU|MIG)-[0-9A-Za-z-]+)\)?)?")
 _CAUSES = (  # what a note may name as the cause, before the GPU it happened on
     ("pid", re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^),]{1,60})[^)]*\))?")),  # the name, not its memory
     ("XID", re.compile(r"\bXID (?P<id>\d+)(?: \((?P<extra>[^)]{1,80})\))?")),
@@ -316,11 +317,13 @@ def group_causes(tests: list[SelectedTest]) -> list[Cause]:
 
 def named_entity(note: str) -> str:
     """What a check's note names as the cause and where: ``pid 4242 (python) on GPU 0``, ``XID 79 (…)
-    on GPU 1``, ``link 3 on GPU 2``, ``GPU 2 (UUID GPU-…)``, ``rank 1``; "" when it names none."""
+    on GPU 1``, ``link 3 on GPU 2``, ``GPU 2 (UUID GPU-…)``, ``GPU 2 of node gpu02 (UUID GPU-…)``, ``rank 1``;
+    "" when it names none."""
     gpu = _GPU.search(note)
     gpu_text = ""
     if gpu:
-        gpu_text = f"GPU {gpu['id']}" + (f" (UUID {gpu['extra']})" if gpu["extra"] else "")
+        gpu_text = (f"GPU {gpu['id']}" + (f" of node {gpu['node']}" if gpu["node"] else "")
+                    + (f" (UUID {gpu['extra']})" if gpu["extra"] else ""))
     for word, pattern in _CAUSES:
         match = pattern.search(note)
         if match:

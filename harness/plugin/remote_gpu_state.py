@@ -182,6 +182,11 @@ class RemoteGpuState:
         return GpuStateInput(index=index, uuid=uuid, node=node, start=starts.get(uuid), end=ends.get(uuid),
                              xid_events=events, xid_watch=watch, missing_why=why or "no snapshot of this GPU")
 
+    def gpu_counts(self) -> dict[str, int]:
+        """host -> the GPUs its probe showed at start, for the nodes that could be read."""
+        return {node: len(self.start[node].get("gpus", [])) for node in self.nodes
+                if self.problem(node, "start") is None}
+
     def gpu_count_check(self, expected_source: str) -> Check:
         """``remote_gpu_count``: every other node shows the GPUs a node of this session must have (the
         smallest count is the measure); an unread node fails it, named."""
