@@ -77,8 +77,8 @@ def fake_srun(nvml_by_node: dict[str, FakeNvml], launched: list[list[str]]):
 
 
 def session_ctx(tmp_path: Path, nodes: tuple[str, ...] = ("gpu01", "gpu02"), gpus: int = 2, level: str = "standard",
-                device: str = "cuda") -> Any:
-    hardware = replace(make_hardware(*[("NVIDIA H100 80GB HBM3", 79.6)] * gpus), nvml_gpu_count=gpus,
+                device: str = "cuda", driver: str = "gpu01.cluster.example") -> Any:
+    hardware = replace(make_hardware(*[("NVIDIA H100 80GB HBM3", 79.6)] * gpus), nvml_gpu_count=gpus, hostname=driver,
                        gpus=tuple(GpuInfo(index=i, name="NVIDIA H100 80GB HBM3", uuid=UUIDS[i], memory_total_gib=79.6,
                                           pci_bus_id=f"00000000:{i:02X}:00.0") for i in range(gpus)))
     allocation = SlurmAllocation(job_id="77", nodes=nodes, gpus_per_node=gpus, cpus_per_node=32) if nodes else None
@@ -146,6 +146,8 @@ def test_only_sessions_whose_cases_span_nodes_probe_other_nodes(tmp_path):
     assert judged_nodes(session_ctx(tmp_path, nodes=("gpu01",))) == ()
     assert judged_nodes(session_ctx(tmp_path, level="quick")) == ()  # no DDP matrix: no case uses gpu02
     assert judged_nodes(session_ctx(tmp_path, device="cpu")) == ()
+    # A driver outside the allocation (an salloc shell on a login node): the first node is probed too.
+    assert judged_nodes(session_ctx(tmp_path, driver="login1")) == ("login1", "gpu01", "gpu02")
 
 
 def test_the_probe_step_runs_one_task_on_each_other_node_beside_the_cases(tmp_path, monkeypatch):
@@ -278,10 +280,11 @@ def _wait_until(condition, timeout_s: float = 10.0) -> None:
 
 @pytest.fixture
 def two_node_session(h100_session, monkeypatch):  # noqa: F811 - the fixture imported above
-    """test_gpu_state.py's fake one-H100 session, in a Slurm job of nodes gpu01 (the driver) and gpu02,
+    """test_gpu_state.py's fake one-H100 session, in a Slurm job of nodes node01 (the driver) and gpu02,
     whose probe step is ``fake_srun`` over ``remote`` (node -> fake NVML)."""
     run_session, _, root = h100_session
-    for name, value in {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_NUM_NODES": "2",
+    # make_hardware's host is node01: the driver on the allocation's first node, as the batch script runs it.
+    for name, value in {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node01,gpu02", "SLURM_JOB_NUM_NODES": "2",
                         "SLURM_GPUS_ON_NODE": "1", "SLURM_CPUS_ON_NODE": "4"}.items():
         monkeypatch.setenv(name, value)
     remote: dict[str, FakeNvml] = {"gpu02": h100s(1)}
@@ -302,7 +305,7 @@ def test_a_two_node_session_fails_on_node_2_s_capped_gpu_and_requires_its_test(t
     remote["gpu02"].gpus[0].limit_mw = 400_000
     result, session = run()
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*test_gpu_state?gpu01-gpu0? PASSED*", "*test_gpu_state?gpu02-gpu0? FAILED*",
+    result.stdout.fnmatch_lines(["*test_gpu_state?node01-gpu0? PASSED*", "*test_gpu_state?gpu02-gpu0? FAILED*",
                                  "*node gpu02: GPU 0 (GPU-1111*): enforced power limit 400 W < default 700 W*"])
     assert launched and "--nodelist=gpu02" in launched[0]
     verdict = session["session_verdict"]
@@ -317,7 +320,7 @@ def test_a_two_node_session_missing_node_2_s_test_is_not_a_pass(two_node_session
     verdict = session["session_verdict"]
     assert verdict["verdict"] != "PASS" and not verdict["sign_off"]
     # gpu02's GPU-state test is required: one more than the same node's requirement on its own.
-    two = required_tests(H100, 1, nodes=("gpu01", "gpu02"))
+    two = required_tests(H100, 1, nodes=("node01", "gpu02"))
     assert "test_gpu_state[gpu02-gpu0]" in two
     assert verdict["required_total"] == len(two) == len(required_tests(H100, 1)) + 1
 

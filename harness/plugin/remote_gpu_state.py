@@ -57,12 +57,25 @@ def node_gpu_id(node: str, index: int) -> str:
 
 
 def judged_nodes(ctx: SessionContext) -> tuple[str, ...]:
-    """Every node the session's multi-node cases use, the driver's first; () when no case uses another
-    node (one node, a CPU profile, the quick level: no DDP matrix)."""
+    """The driver's node, then every other node the session's multi-node cases use; () when no case uses
+    another node (one node, a CPU profile, the quick level: no DDP matrix).
+
+    The driver is meant to run on the allocation's first node (slurm/acceptance.sbatch); where it runs
+    elsewhere (an salloc shell on a login node), the first node is probed like the others, never
+    taken for the driver's."""
     if ctx.device != "cuda" or ctx.allocation is None or ctx.options.level == "quick":
         return ()
     counts = node_counts(ctx.options, ctx.allocation)
-    return tuple(ctx.allocation.nodes[:max(counts)]) if counts else ()
+    if not counts:
+        return ()
+    used = tuple(ctx.allocation.nodes[:max(counts)])
+    driver = ctx.hardware.hostname
+    return used if _short(driver) == _short(used[0]) else (_short(driver), *used)
+
+
+def _short(host: str) -> str:
+    """``gpu01`` of ``gpu01.cluster.example``: Slurm's node names and a host's name may differ so."""
+    return host.split(".", 1)[0]
 
 
 def probe_command(alloc: slurm.SlurmAllocation, nodes: Sequence[str], directory: Path) -> list[str]:

@@ -8,6 +8,7 @@ result, the session summary, and the case-shaped step's exit status and output.
 """
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,9 @@ assert alloc is not None, "not in a Slurm job"
 profile = load_profile(Path(__file__).resolve().parents[2] / "thresholds" / "h100-80gb.toml")
 # A cuda-profile session on a node without NVML: the driver's own GPUs are none; the other node's
 # probe must say NVML is unavailable, and its GPU-state test must not pass.
-ctx = SimpleNamespace(device="cuda", hardware=SimpleNamespace(gpus=()), profile=profile, allocation=alloc,
-                      options=SimpleNamespace(level="standard", nodes=None), run_dir=run_dir, expected_gpus=1,
+ctx = SimpleNamespace(device="cuda", hardware=SimpleNamespace(gpus=(), hostname=socket.gethostname()),
+                      profile=profile, allocation=alloc, options=SimpleNamespace(level="standard", nodes=None),
+                      run_dir=run_dir, expected_gpus=1,
                       expected_gpus_source="test", available_gpus=1)
 runner = GpuStateRunner(ctx=ctx)
 runner.start()
