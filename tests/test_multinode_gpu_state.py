@@ -35,7 +35,7 @@ H100 = load_profile(THRESHOLDS / "h100-80gb.toml")
 
 
 def h100s(count: int = 2, **changes: Any) -> FakeNvml:
-    return fake_nvml(count, unsupported=set(HOPPER_VM_UNSUPPORTED), **changes)
+    return fake_nvml(count, name="NVIDIA H100 80GB HBM3", unsupported=set(HOPPER_VM_UNSUPPORTED), **changes)
 
 
 def no_nvml() -> FakeNvml:
@@ -225,7 +225,7 @@ def test_node_2_with_fewer_gpus_fails_the_node_shape_and_its_missing_gpu(tmp_pat
 def test_a_healthy_two_node_session_passes_and_keeps_both_nodes_in_session_json(tmp_path):
     runner, driver = start_runner(tmp_path, {"gpu02": h100s(2)})
     shape = node_shape_result(runner.ctx, runner.remote)
-    assert [c.passed for c in shape.checks if c.key == "remote_gpu_count"] == [True]
+    assert [c.passed for c in shape.checks if c.key.startswith("remote_")] == [True, True]
     results = run_all(runner, driver)
     assert all(not r.failed for r in results.values())
     summary = runner.summary()
@@ -338,3 +338,26 @@ def test_a_multi_node_case_is_skipped_where_node_2_lacks_its_gpus(two_node_sessi
     verdict = session["session_verdict"]
     assert verdict["verdict"] == "FAIL"  # gpu02's GPU-state test: its GPU 0 is missing
     assert verdict["causes"][0]["where"] == ["GPU 0 of node gpu02 ×1"]
+
+
+def test_a_process_already_on_a_gpu_of_node_2_refuses_the_session_naming_node_and_pid(tmp_path):
+    remote = h100s(2)
+    remote.gpus[1].compute_processes = [(4242, 2 << 30)]
+    runner = GpuStateRunner(ctx=session_ctx(tmp_path))
+    with pytest.raises(pytest.UsageError) as refused:
+        runner.start(h100s(2), popen=fake_srun({"gpu02": remote}, []))
+    message = str(refused.value)
+    assert f"node gpu02: GPU(s) already busy with processes this harness did not start:\n  GPU 1 ({UUIDS[1]}): " \
+           "pid 4242" in message and message.endswith("No benchmark was started.")
+    assert "GPU 0" not in message
+    assert runner.remote is not None and runner.remote.end is not None  # the probe step was ended first
+    assert all(not thread.is_alive() for thread in runner.remote.process.threads)
+
+
+def test_node_2_of_another_gpu_model_fails_the_node_shape(tmp_path):
+    runner, driver = start_runner(tmp_path, {"gpu02": fake_nvml(2)})  # H200s beside the driver's H100s
+    shape = node_shape_result(runner.ctx, runner.remote)
+    runner.stop()
+    [model] = [c for c in shape.checks if c.key == "remote_gpu_model"]
+    assert model.passed is False and model.note == (
+        "node gpu02: NVIDIA H200; the driver's node and profile h100-80gb: NVIDIA H100 80GB HBM3")

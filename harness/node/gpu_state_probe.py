@@ -2,7 +2,8 @@
 every node but the driver's (harness/plugin/remote_gpu_state.py), one task per node.
 
 ``python -m harness.node.gpu_state_probe watch --dir RUN/gpu_state_nodes`` writes
-``<host>.start.json`` (this node's GPUs and their snapshot, harness/node/gpu_state.py) at once,
+``<host>.start.json`` (this node's GPUs, their snapshot (harness/node/gpu_state.py) and the processes
+already on them) at once,
 watches every GPU for XIDs (harness/node/xid.py) until ``stop`` appears in that directory (or the
 process gets SIGTERM/SIGINT), then writes ``<host>.end.json``: the end snapshot and the watcher's
 events and status. The directory is in the run directory, which every node must see (docs/slurm.md).
@@ -21,13 +22,14 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
 from harness.node.gpu_state import read_gpu_states
-from harness.node.hardware import visible_nvml_indices
-from harness.node.nvml import installed_pynvml, nvml_text
+from harness.node.hardware import GpuInfo, visible_nvml_indices
+from harness.node.nvml import GIB_BYTES, installed_pynvml, nvml_text
+from harness.node.processes import gpu_processes
 from harness.node.xid import XidWatcher
 
 STOP_FILE = "stop"
@@ -36,21 +38,12 @@ STOP_POLL_S = 1.0
 """How often a watcher looks for the stop file: the driver waits at most this long plus the end snapshot."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ProbedGpu:
-    """A GPU of this node as NVML numbers it (the index ``nvidia-smi`` shows)."""
-
-    index: int
-    uuid: str
-    name: str
-
-
 def node_file(directory: Path, host: str, phase: str) -> Path:
     """Where a node's ``start`` or ``end`` snapshot lies."""
     return directory / f"{host}.{phase}.json"
 
 
-def list_gpus(nvml: Any = None) -> tuple[list[ProbedGpu], str | None]:
+def list_gpus(nvml: Any = None) -> tuple[list[GpuInfo], str | None]:
     """This node's GPUs that CUDA_VISIBLE_DEVICES leaves visible (Slurm sets it for the step's GPUs);
     ([], why) where NVML cannot be opened or read."""
     try:
@@ -66,8 +59,11 @@ def list_gpus(nvml: Any = None) -> tuple[list[ProbedGpu], str | None]:
         handles = {index: nvml.nvmlDeviceGetHandleByIndex(index) for index in range(count)}
         visible = visible_nvml_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), count,
                                        lambda index: nvml_text(nvml.nvmlDeviceGetUUID(handles[index])))
-        gpus = [ProbedGpu(index=index, uuid=nvml_text(nvml.nvmlDeviceGetUUID(handles[index])),
-                          name=nvml_text(nvml.nvmlDeviceGetName(handles[index]))) for index in visible]
+        gpus = [GpuInfo(index=index, uuid=nvml_text(nvml.nvmlDeviceGetUUID(handle)),
+                        name=nvml_text(nvml.nvmlDeviceGetName(handle)),
+                        memory_total_gib=round(nvml.nvmlDeviceGetMemoryInfo(handle).total / GIB_BYTES, 1),
+                        pci_bus_id=nvml_text(nvml.nvmlDeviceGetPciInfo(handle).busId))
+                for index in visible for handle in (handles[index],)]
     except nvml.NVMLError as err:
         return [], f"NVML opened but could not list the GPUs: {err}"
     finally:
@@ -78,16 +74,18 @@ def list_gpus(nvml: Any = None) -> tuple[list[ProbedGpu], str | None]:
     return gpus, None
 
 
-def snapshot(phase: str, host: str, gpus: Sequence[ProbedGpu], why: str | None, nvml: Any = None) -> dict[str, Any]:
+def snapshot(phase: str, host: str, gpus: Sequence[GpuInfo], why: str | None, nvml: Any = None) -> dict[str, Any]:
     """One node's snapshot file: its GPUs and their state, or why there is none."""
     data: dict[str, Any] = {"host": host, "phase": phase, "taken_at": time.time(), "pid": os.getpid(),
-                            "gpus": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in gpus]}
+                            "gpus": [asdict(gpu) for gpu in gpus]}
     if why is not None:
         return {**data, "status": "unavailable", "why": why, "states": []}
     states, problems = read_gpu_states(gpus, nvml)
     if not states and problems:
         return {**data, "status": "unavailable", "why": problems, "states": []}
-    return {**data, "status": "ok", "why": problems, "states": [s.to_dict() for s in states]}
+    # At start, before any case: anything holding a GPU is foreign (the driver refuses to start then).
+    busy = [asdict(process) for process in gpu_processes(gpus, nvml)] if phase == "start" else []
+    return {**data, "status": "ok", "why": problems, "states": [s.to_dict() for s in states], "processes": busy}
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

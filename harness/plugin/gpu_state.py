@@ -79,6 +79,10 @@ class GpuStateRunner:
         self.remote = remote_gpu_state(self.ctx)
         if self.remote is not None and self.ctx.allocation is not None:
             self.remote.launch(self.ctx.allocation, popen)
+            busy = self.remote.busy_message()
+            if busy is not None:  # as on the driver's node (plugin/session.py): a shared GPU measures two jobs
+                self.stop()
+                raise pytest.UsageError(f"{busy}\nNo benchmark was started.")
 
     def stop(self) -> None:
         if self.watcher is not None:

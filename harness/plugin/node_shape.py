@@ -3,8 +3,9 @@
 The expected count was settled at session start (``SessionContext.expected_gpus``, the rules in
 harness/node/shape.py); here it meets what detection found. Cases needing more GPUs than are usable
 are skipped as before; this result is what fails, naming what NVML sees and what is missing. In a
-multi-node session it also holds ``remote_gpu_count``: the other nodes' GPUs, as their GPU-state probes
-showed them at session start (plugin/remote_gpu_state.py), against the same expected count.
+multi-node session it also holds ``remote_gpu_count`` and ``remote_gpu_model``: the other nodes' GPUs, as
+their GPU-state probes showed them at session start (plugin/remote_gpu_state.py), against the same expected
+count and the driver's GPU model.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def node_shape_result(ctx: SessionContext, remote: RemoteGpuState | None = None)
     checks = node_shape_checks(expected, hw=ctx.hardware, presence=ctx.nvidia_presence, usable=ctx.available_gpus,
                                shapes=shapes, profile_name=ctx.profile.name, unit=unit)
     if remote is not None:
-        checks.append(remote.gpu_count_check(ctx.expected_gpus_source or "this node's usable GPUs"))
+        checks += [remote.gpu_count_check(ctx.expected_gpus_source or "this node's usable GPUs"),
+                   remote.gpu_model_check(ctx.hardware.gpu_names, ctx.profile.name)]
     hw = ctx.hardware
     data = {"expected_gpus": ctx.expected_gpus, "expected_gpus_source": ctx.expected_gpus_source,
             "expected_gpus_stated": ctx.expected_gpus_stated, "usable": ctx.available_gpus,

@@ -28,6 +28,7 @@ from harness.checks.verdict import Check
 from harness.launch import slurm
 from harness.launch.command import PACKAGE_ROOT
 from harness.node.gpu_state_probe import STOP_FILE, node_file
+from harness.node.processes import GpuProcess, busy_gpu_message
 from harness.plugin.cases import node_counts
 from harness.plugin.context import SessionContext
 
@@ -195,6 +196,16 @@ class RemoteGpuState:
         return GpuStateInput(index=index, uuid=uuid, node=node, start=starts.get(uuid), end=ends.get(uuid),
                              xid_events=events, xid_watch=watch, missing_why=why or "no snapshot of this GPU")
 
+    def busy_message(self) -> str | None:
+        """The processes already on the other nodes' GPUs at session start, as the driver's own refusal
+        says them (harness/node/processes.py), one block per node; None when there are none."""
+        blocks = []
+        for node in self.nodes:
+            found = [GpuProcess(**p) for p in self.start.get(node, {}).get("processes", [])]
+            if found:
+                blocks.append(f"node {node}: {busy_gpu_message(found)}")
+        return "\n".join(blocks) or None
+
     def gpu_counts(self) -> dict[str, int]:
         """host -> the GPUs its probe showed at start, for the nodes that could be read."""
         return {node: len(self.start[node].get("gpus", [])) for node in self.nodes
@@ -220,6 +231,20 @@ class RemoteGpuState:
                      measured=float(fewest), bound=bound,
                      unit="GPUs", comparison=">=", passed=not short, source=expected_source,
                      note="; ".join(short) if short else f"usable GPUs per node: {seen}")
+
+    def gpu_model_check(self, driver_models: Sequence[str], profile_name: str) -> Check:
+        """``remote_gpu_model``: every other node's GPUs are the model the driver's are, the model the
+        profile judges; a node of another kind is not signed off against this profile."""
+        models = {node: sorted({str(g.get("name")) for g in self.start.get(node, {}).get("gpus", [])})
+                  for node in self.nodes if self.problem(node, "start") is None}
+        expected = sorted(set(driver_models))
+        other = [f"node {node}: {' + '.join(names)}" for node, names in models.items() if names and names != expected]
+        note = (f"{'; '.join(other)}; the driver's node and profile {profile_name}: {' + '.join(expected)}" if other
+                else f"every node read: {' + '.join(expected)}" if models
+                else "no other node could be read (remote_gpu_count says why)")
+        return Check(key="remote_gpu_model", name="GPU model on the other nodes", kind="health", measured=None,
+                     bound=None, unit="", comparison="==", passed=(not other) if models else None,
+                     source=f"the driver's node, judged with profile {profile_name}", note=note)
 
     def summary(self) -> dict[str, Any]:
         return {"nodes": list(self.nodes), "directory": str(self.directory), "launch_failure": self.launch_failure,
