@@ -361,3 +361,14 @@ def test_node_2_of_another_gpu_model_fails_the_node_shape(tmp_path):
     [model] = [c for c in shape.checks if c.key == "remote_gpu_model"]
     assert model.passed is False and model.note == (
         "node gpu02: NVIDIA H200; the driver's node and profile h100-80gb: NVIDIA H100 80GB HBM3")
+
+
+def test_a_gpu_node_2_loses_during_the_session_fails_with_nvml_s_words(tmp_path):
+    remote = h100s(2)
+    runner, driver = start_runner(tmp_path, {"gpu02": remote})
+    remote.gpus[1].uuid = "GPU-gone"  # NVML finds no GPU of its UUID at the end snapshot: lost
+    results = run_all(runner, driver)
+    assert not failed_keys(results["gpu02-gpu0"])
+    lost = results["gpu02-gpu1"]
+    assert "power_limit" in failed_keys(lost) and f"node gpu02: GPU 1 ({UUIDS[1]}): NVML cannot find it" in \
+        lost.failure_message()

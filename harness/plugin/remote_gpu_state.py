@@ -193,8 +193,11 @@ class RemoteGpuState:
         else:
             watch = (xid.get("status") or {}).get(uuid, f"error: node {node}: the XID watcher did not register it")
         events = [e for e in xid.get("events", []) if e.get("gpu_uuid") == uuid]
+        # A GPU NVML lost between start and end: the probe's own words for it (read_gpu_states' problems).
+        lost = next((f"node {node}: {data['why']}" for data in (end.get(node, {}), self.start.get(node, {}))
+                     if data.get("why")), None)
         return GpuStateInput(index=index, uuid=uuid, node=node, start=starts.get(uuid), end=ends.get(uuid),
-                             xid_events=events, xid_watch=watch, missing_why=why or "no snapshot of this GPU")
+                             xid_events=events, xid_watch=watch, missing_why=why or lost or "no snapshot of this GPU")
 
     def busy_message(self) -> str | None:
         """The processes already on the other nodes' GPUs at session start, as the driver's own refusal
