@@ -24,6 +24,8 @@ from harness.plugin.gpu_state import GpuStateRunner, gpu_state_params
 from harness.plugin.node_shape import node_shape_result
 from harness.plugin.remote_gpu_state import NodeGpu, judged_nodes, probe_command
 from harness.profile.load import load_profile
+from harness.report.outcomes import SessionTest
+from harness.report.sections.gpus import build_gpu_table
 from support.hardware import make_hardware
 from test_gpu_state import h100_session  # noqa: F401 - the fake H100 session two_node_session starts from
 from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, FakeNvml, fake_nvml
@@ -372,3 +374,17 @@ def test_a_gpu_node_2_loses_during_the_session_fails_with_nvml_s_words(tmp_path)
     lost = results["gpu02-gpu1"]
     assert "power_limit" in failed_keys(lost) and f"node gpu02: GPU 1 ({UUIDS[1]}): NVML cannot find it" in \
         lost.failure_message()
+
+
+def test_the_report_s_gpu_table_keeps_other_nodes_gpus_out_of_this_node_s_rows(tmp_path):
+    remote = h100s(2)
+    runner, driver = start_runner(tmp_path, {"gpu02": remote})
+    remote.gpus[1].limit_mw = 400_000
+    results = run_all(runner, driver)
+    assert results["gpu02-gpu1"].to_dict()["gpu_state"]["other_node"] is True
+    assert "other_node" not in results["gpu01-gpu1"].to_dict()["gpu_state"]
+    tests = [SessionTest(nodeid=f"test_gpu_state.py::test_gpu_state[{name}]", outcome="passed" if not r.failed
+                         else "failed", harness=r.to_dict()) for name, r in results.items()]
+    header = {"hardware": {"gpus": [{"index": i, "uuid": UUIDS[i]} for i in range(2)]}}
+    table = build_gpu_table(header, tests)
+    assert table is not None and not any(row["failed"] for row in table["rows"])  # gpu02's GPU 1 is not gpu01's

@@ -125,9 +125,10 @@ class GpuStateRunner:
             remote = RemoteGpuState(nodes=(node,), directory=self.ctx.run_dir, expected_gpus=None,
                                     launch_failure="was never started for this node")
         state = remote.gpu_input(node, index)
-        return self._result(state, {phase: why for phase in ("start", "end") if (why := remote.problem(node, phase))})
+        return self._result(state, {phase: why for phase in ("start", "end") if (why := remote.problem(node, phase))},
+                            other_node=True)
 
-    def _result(self, state: GpuStateInput, problems: dict[str, str]) -> CheckedResult:
+    def _result(self, state: GpuStateInput, problems: dict[str, str], other_node: bool = False) -> CheckedResult:
         ctx = self.ctx
         bounds = ctx.profile.gpu_state
         name = node_gpu_id(state.node, state.index) if state.node else f"gpu{state.index}"
@@ -140,7 +141,8 @@ class GpuStateRunner:
                              data={"gpu_state": {"index": state.index, "uuid": state.uuid, "start": state.start,
                                                  "end": state.end, "xid_events": state.xid_events,
                                                  "xid_watch": state.xid_watch, "problems": problems,
-                                                 **({"node": state.node} if state.node else {})}})
+                                                 **({"node": state.node} if state.node else {}),
+                                                 **({"other_node": True} if other_node else {})}})
 
     def seen_in_window(self, telemetry: Any) -> list[str]:
         """What else a case's window saw, one line each: foreign processes, clock-event reasons with
