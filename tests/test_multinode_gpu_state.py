@@ -5,6 +5,7 @@ with a fake NVML per node and a stand-in for the ``srun`` step that runs the pro
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import threading
 import time
@@ -54,15 +55,23 @@ class ProbeStep:
                         for node, nvml in nvml_by_node.items()]
         for thread in self.threads:
             thread.start()
-        self.terminated = False
+        self.signals: list[int] = []
 
     def poll(self) -> int | None:
         if not self.threads:
             return 1
         return None if any(t.is_alive() for t in self.threads) else 0
 
+    def send_signal(self, signum: int) -> None:
+        self.signals.append(signum)
+        self.stop.set()  # the probe's handler: end snapshot, exit
+
     def terminate(self) -> None:
-        self.terminated = True
+        self.signals.append(signal.SIGTERM)
+        self.stop.set()
+
+    def kill(self) -> None:
+        self.signals.append(signal.SIGKILL)
         self.stop.set()
 
     def wait(self, timeout: float | None = None) -> int:
@@ -180,7 +189,6 @@ def test_a_capped_power_limit_on_node_2_fails_naming_node_2_and_its_gpu(tmp_path
         capped.failure_message()
     assert capped.name == "gpu-state-gpu02-gpu1" and "node gpu02" in capped.context
     assert results["gpu01-gpu0"].checks[0].note.startswith("node gpu01: GPU 0")
-    assert runner.remote.process.terminated is False  # type: ignore[union-attr]  # every watcher ended on `stop`
 
 
 def test_an_xid_on_node_2_fails_its_gpu_naming_the_node(tmp_path):
@@ -388,3 +396,13 @@ def test_the_report_s_gpu_table_keeps_other_nodes_gpus_out_of_this_node_s_rows(t
     header = {"hardware": {"gpus": [{"index": i, "uuid": UUIDS[i]} for i in range(2)]}}
     table = build_gpu_table(header, tests)
     assert table is not None and not any(row["failed"] for row in table["rows"])  # gpu02's GPU 1 is not gpu01's
+
+
+def test_a_watcher_that_never_sees_the_stop_file_ends_on_sigusr1_and_is_still_read(tmp_path, monkeypatch):
+    # An NFS client can hide the driver's `stop` from node 2 for a while: SIGUSR1 through srun ends it.
+    monkeypatch.setattr("harness.node.gpu_state_probe.STOP_FILE", "never-shown")
+    runner, driver = start_runner(tmp_path, {"gpu02": h100s(2)})
+    assert runner.remote is not None
+    end = runner.remote.finish(timeout_s=0.3)
+    assert runner.remote.process.signals == [signal.SIGUSR1] and end["gpu02"]["phase"] == "end"
+    assert not any(r.failed for r in run_all(runner, driver).values())

@@ -389,3 +389,5 @@ def test_gpu_state_probe_of_the_other_node_through_real_srun(cluster, tmp_path):
     assert probe["summary"]["other_nodes"]["end"]["n2"]["phase"] == "end"
     assert probe["case_step"]["returncode"] == 0 and sorted(probe["case_step"]["stdout"].split()) == ["n1", "n2"], probe
     assert probe["probe_step_returncode"] == 0
+    # The driver's fallback when a watcher does not see `stop`: srun forwards SIGUSR1, the handler runs.
+    assert probe["sigusr1"] == {"returncode": 0, "handled": True}, probe

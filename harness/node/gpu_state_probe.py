@@ -5,7 +5,7 @@ every node but the driver's (harness/plugin/remote_gpu_state.py), one task per n
 ``<host>.start.json`` (this node's GPUs, their snapshot (harness/node/gpu_state.py) and the processes
 already on them) at once,
 watches every GPU for XIDs (harness/node/xid.py) until ``stop`` appears in that directory (or the
-process gets SIGTERM/SIGINT), then writes ``<host>.end.json``: the end snapshot and the watcher's
+process gets SIGUSR1, SIGTERM or SIGINT), then writes ``<host>.end.json``: the end snapshot and the watcher's
 events and status. The directory is in the run directory, which every node must see (docs/slurm.md).
 
 A node whose NVML cannot be opened writes ``"status": "unavailable"`` with the reason and no GPU: the
@@ -98,7 +98,8 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: threading.Event | None = None,
           poll_s: float = STOP_POLL_S) -> int:
     """Start snapshot, XIDs until ``stop`` (the file, a signal, or the event), end snapshot."""
-    host = host or socket.gethostname()
+    # The node's name as Slurm calls it (the driver looks for that file); a host name may be longer.
+    host = host or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     stop = stop or threading.Event()
     directory.mkdir(parents=True, exist_ok=True)
     gpus, why = list_gpus(nvml)
@@ -122,8 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--dir", type=Path, required=True, help="the probe directory (in the session's run directory)")
     args = parser.parse_args(argv)
     stop = threading.Event()
-    # srun forwards SIGTERM/SIGINT when the driver ends the step: still write the end snapshot.
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    # SIGUSR1: the driver's stop through srun, which forwards it as it is (SIGTERM to srun kills the
+    # tasks outright: tests/test_slurm.py). SIGTERM/SIGINT from elsewhere: still write the end snapshot.
+    for signum in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
         return watch(args.dir, stop=stop)

@@ -101,7 +101,7 @@ class GpuStateRunner:
         against end, XIDs of the whole session."""
         ctx = self.ctx
         node, index = (target.node, target.index) if isinstance(target, NodeGpu) else (None, target)
-        if node is not None and node != judged_nodes(ctx)[0]:
+        if node is not None and node != next(iter(judged_nodes(ctx)), None):
             return self._other_node(node, index)
         gpu = next(g for g in ctx.hardware.gpus if g.index == index)
         end = self.end_snapshot(nvml).get(gpu.uuid)

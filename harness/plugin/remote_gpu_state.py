@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,8 +37,13 @@ PROBE_DIR = "gpu_state_nodes"
 """The probe directory in the run directory: ``<host>.start.json``, ``<host>.end.json``, ``stop``."""
 START_TIMEOUT_S = 180.0
 """How long the driver waits for every node's start snapshot: srun's step start on a busy controller."""
-END_TIMEOUT_S = 60.0
-"""How long it waits for the end snapshots after writing ``stop`` (each watcher looks every second)."""
+END_TIMEOUT_S = 120.0
+"""How long it waits for the end snapshots after writing ``stop``: each watcher looks every second, but
+an NFS client may take up to its acdirmax (60 s by default) to show it a file another host made."""
+LATE_END_S = 10.0
+"""How long it looks again for end snapshots after the step ended on SIGUSR1."""
+STEP_END_S = 15.0
+"""How long each signal that ends the probe step is given."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,35 +130,45 @@ class RemoteGpuState:
         self.start = self._wait_for("start", timeout_s)
 
     def finish(self, timeout_s: float = END_TIMEOUT_S) -> dict[str, dict]:
-        """Session end: ask every watcher to stop, collect the end snapshots, end the step."""
+        """Session end: ask every watcher to stop (the ``stop`` file), collect the end snapshots, end the
+        step. A watcher that has not seen the file in time gets SIGUSR1 through srun, which it answers
+        with its end snapshot too; the files are read once more after the step ended."""
         if self.end is None:
             if self.process is not None:
                 (self.directory / STOP_FILE).touch()
                 self.end = self._wait_for("end", timeout_s)
                 self._end_step()
+                if len(self.end) < len(self.nodes):
+                    self.end = self._wait_for("end", LATE_END_S)
             else:
                 self.end = {}
         return self.end
 
     def _wait_for(self, phase: str, timeout_s: float) -> dict[str, dict]:
         deadline = time.monotonic() + timeout_s
+        exited_at: float | None = None
         while True:
-            # Whether the step ended, before reading: a step that ended wrote all it ever will.
-            exited = self.process is None or self.process.poll() is not None
+            # Whether the step ended, before reading: a step that ended wrote all it ever will, and a
+            # shared filesystem shows it within a few seconds.
+            if exited_at is None and (self.process is None or self.process.poll() is not None):
+                exited_at = time.monotonic()
             found = {node: data for node in self.nodes if (data := _read(node_file(self.directory, node, phase)))}
-            if len(found) == len(self.nodes) or exited or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if len(found) == len(self.nodes) or now >= deadline or (exited_at is not None and now - exited_at >= 2.0):
                 return found
             time.sleep(0.2)
 
     def _end_step(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()  # srun forwards it to the tasks, and ends the step
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=30)
+        """SIGUSR1 (srun forwards it to every task: each writes its end snapshot and exits), then SIGTERM
+        (srun kills the tasks), then SIGKILL: the step never outlives the session."""
+        for stop in (lambda: self.process.send_signal(signal.SIGUSR1), self.process.terminate, self.process.kill):
+            if self.process is None or self.process.poll() is not None:
+                return
+            stop()
+            try:
+                self.process.wait(timeout=STEP_END_S)
+            except subprocess.TimeoutExpired:
+                continue
 
     def problem(self, node: str, phase: str) -> str | None:
         """Why ``node`` has no usable ``phase`` snapshot; None when it has one."""

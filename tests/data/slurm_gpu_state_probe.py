@@ -8,9 +8,11 @@ result, the session summary, and the case-shaped step's exit status and output.
 """
 
 import json
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,11 +35,27 @@ runner = GpuStateRunner(ctx=ctx)
 runner.start()
 case_step = subprocess.run([*srun_prefix(alloc, alloc.node_count), "hostname"], capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL)
+# What the driver's fallback relies on: SIGUSR1 to srun reaches the task, whose handler runs (SIGTERM
+# does not: srun then kills the tasks, status 137).
+signal_file = run_dir / "sigusr1.txt"
+handler = (f"import pathlib, signal, sys, time\n"
+           f"done = pathlib.Path({str(signal_file)!r})\n"
+           f"signal.signal(signal.SIGUSR1, lambda *_: (done.write_text('usr1'), sys.exit(0)))\n"
+           f"pathlib.Path(str(done) + '.ready').write_text('ready')\n"
+           f"time.sleep(60)\n")
+sleeper = subprocess.Popen(["srun", "--nodes=1", "--ntasks=1", f"--nodelist={alloc.nodes[-1]}", "--overlap",
+                            sys.executable, "-c", handler], stdin=subprocess.DEVNULL)
+deadline = time.monotonic() + 60
+while not Path(f"{signal_file}.ready").exists() and time.monotonic() < deadline:
+    time.sleep(0.2)
+sleeper.send_signal(signal.SIGUSR1)
+sleeper_code = sleeper.wait(timeout=60)
 params = gpu_state_params(ctx, runner.remote)  # type: ignore[arg-type]
 results = {p.id: runner.run_gpu_state(p.values[0]).to_dict() for p in params}
 runner.stop()
 (run_dir / "probe.json").write_text(json.dumps(
     {"ids": [p.id for p in params], "results": results, "summary": runner.summary(),
+     "sigusr1": {"returncode": sleeper_code, "handled": signal_file.exists()},
      "case_step": {"returncode": case_step.returncode, "stdout": case_step.stdout, "stderr": case_step.stderr},
      "probe_step_returncode": runner.remote.process.poll() if runner.remote and runner.remote.process else None},
     indent=1, default=str))
