@@ -196,7 +196,7 @@ def _ctx(device: str = "cuda", gpus: int = 2) -> Any:
     hardware = SimpleNamespace(gpus=tuple(GpuInfo(index=i, name="NVIDIA H100 80GB HBM3", uuid=UUIDS[i],
                                                   memory_total_gib=79.6, pci_bus_id=f"0:{i}") for i in range(gpus)))
     profile = SimpleNamespace(name="h100-80gb", gpu_state=H100)
-    return SimpleNamespace(device=device, hardware=hardware, profile=profile)
+    return SimpleNamespace(device=device, hardware=hardware, profile=profile, allocation=None)
 
 
 def test_the_runner_judges_each_gpu_start_against_end():

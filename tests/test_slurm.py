@@ -369,3 +369,25 @@ def test_plugin_plans_multinode_cases_in_a_slurm_job(tmp_path):
     collected = {line.split("::")[-1] for line in done.stdout.splitlines() if "::" in line}
     assert {"test_weak_scaling[tiny_bert-fp32-1gpu]", "test_weak_scaling[tiny_bert-fp32-2x1gpu]",
             "test_strong_scaling[tiny_bert-fp32-2x1gpu]"} <= collected, done.stdout
+
+
+@pytest.mark.slow
+def test_gpu_state_probe_of_the_other_node_through_real_srun(cluster, tmp_path):
+    """The other node's GPU-state probe through real srun (harness/plugin/remote_gpu_state.py): n2 has no
+    NVML, so its test must fail saying so, naming n2; a case-shaped step still starts beside the probe
+    step (--overlap), and the probe step ends when the session does."""
+    run_dir = tmp_path / "run"
+    output = submit(cluster, tmp_path, "--nodes=2", "--exclusive",
+                    f"--wrap={sys.executable} tests/data/slurm_gpu_state_probe.py {run_dir}", timeout_s=300)
+    probe = json.loads((run_dir / "probe.json").read_text())
+    assert probe["ids"] == ["n2-gpu0"], output
+    [result] = probe["results"].values()
+    assert all(check["passed"] is False for check in result["checks"]), result
+    assert "node n2: NVML unavailable" in result["checks"][0]["note"]
+    start = probe["summary"]["other_nodes"]["start"]["n2"]
+    assert (start["host"], start["status"]) == ("n2", "unavailable")
+    assert probe["summary"]["other_nodes"]["end"]["n2"]["phase"] == "end"
+    assert probe["case_step"]["returncode"] == 0 and sorted(probe["case_step"]["stdout"].split()) == ["n1", "n2"], probe
+    assert probe["probe_step_returncode"] == 0
+    # The driver's fallback when a watcher does not see `stop`: srun forwards SIGUSR1, the handler runs.
+    assert probe["sigusr1"] == {"returncode": 0, "handled": True}, probe

@@ -41,10 +41,15 @@ class GpuStateInput:
     clock_setting_windows: list[dict] = field(default_factory=list)
     """Case windows in which this GPU reported "applications clocks setting": ``where`` (``case: N of M
     samples``) and ``min_sm_clock_mhz`` (the window's lowest SM clock; None where unread)."""
+    node: str | None = None
+    """The node's host name in a multi-node session (every note then names it); None on one node."""
+    missing_why: str = "no snapshot of this GPU"
+    """Why ``start`` or ``end`` is None, as the failing checks say it (e.g. the node could not be read)."""
 
     @property
     def label(self) -> str:
-        return f"GPU {self.index} ({self.uuid})"
+        where = f"GPU {self.index} ({self.uuid})"
+        return f"node {self.node}: {where}" if self.node else where
 
 
 def _check(key: str, name: str, passed: bool | None, note: str, *, source: str, measured: float | None = None,
@@ -57,9 +62,9 @@ def _source(bounds: GpuStateBounds | None) -> str:
     return f"{SOURCE_RULE}; [gpu_state]: {bounds.source}" if bounds is not None else SOURCE_RULE
 
 
-def _readings(snapshot: dict | None, name: str) -> Reading:
+def _readings(snapshot: dict | None, name: str, missing_why: str = "no snapshot of this GPU") -> Reading:
     if snapshot is None:
-        return {"status": "error", "why": "no snapshot of this GPU"}
+        return {"status": "error", "why": missing_why}
     return snapshot.get("readings", {}).get(name) or {"status": "error", "why": f"{name} was not read"}
 
 
@@ -82,7 +87,8 @@ def unreadable(key: str, name: str, gpu: GpuStateInput, what: str, reading: Read
 
 
 def _both(gpu: GpuStateInput, name: str) -> list[tuple[str, Reading]]:
-    return [("session start", _readings(gpu.start, name)), ("session end", _readings(gpu.end, name))]
+    return [("session start", _readings(gpu.start, name, gpu.missing_why)),
+            ("session end", _readings(gpu.end, name, gpu.missing_why))]
 
 
 def _first_unread(pairs: Sequence[tuple[str, Reading]]) -> Reading | None:
@@ -238,7 +244,7 @@ def _describe_xid(event: dict) -> str:
 def nvlink_errors_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check:
     """Link error counters (CRC, replay, recovery) rising beyond the bound, or a link going down."""
     key, name = "nvlink_errors", "NVLink error counters steady"
-    start, end = _readings(gpu.start, "nvlinks"), _readings(gpu.end, "nvlinks")
+    start, end = _readings(gpu.start, "nvlinks", gpu.missing_why), _readings(gpu.end, "nvlinks", gpu.missing_why)
     missing = _first_unread([("session start", start), ("session end", end)])
     if missing is not None:
         what = "NVLink (NVML shows no NVLink on this GPU; the topology check judges whether it should have some)"

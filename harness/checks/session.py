@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from harness.cases import SCALINGS, CaseId
 from harness.profile.bounds import Profile
@@ -59,7 +59,8 @@ DDP matrix and the all-reduce; long adds the soak."""
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
 
-_GPU = re.compile(r"\bGPU (?P<id>\d+)(?: \(?(?:UUID )?(?P<extra>(?:GPU|MIG)-[0-9A-Za-z-]+)\)?)?")
+_GPU = re.compile(r"(?:\bnode (?P<node>[\w.-]+): )?"  # a multi-node session's notes name the node first
+                  r"\bGPU (?P<id>\d+)(?: \(?(?:UUID )?(?P<extra>(?:GPU|MIG)-[0-9A-Za-z-]+)\)?)?")
 _CAUSES = (  # what a note may name as the cause, before the GPU it happened on
     ("pid", re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^),]{1,60})[^)]*\))?")),  # the name, not its memory
     ("XID", re.compile(r"\bXID (?P<id>\d+)(?: \((?P<extra>[^)]{1,80})\))?")),
@@ -69,9 +70,11 @@ _RANK = re.compile(r"\brank (?P<id>\d+)")
 
 
 def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard",
-                   native_bf16: str | None = None) -> list[str]:
+                   native_bf16: str | None = None, nodes: Sequence[str] = ()) -> list[str]:
     """The test names (``test_weak_scaling[resnet50-bf16-4gpu]``) the profile requires of a node of
-    ``expected_gpus`` GPUs (ranks on a CPU profile): single-node cases only, in test order.
+    ``expected_gpus`` GPUs (ranks on a CPU profile): single-node cases only, in test order. ``nodes``:
+    every node of a multi-node session (the driver's first), each of whose ``expected_gpus`` GPUs
+    must pass its GPU-state test (``test_gpu_state[gpu02-gpu3]``); empty on one node (``gpu3``).
 
     Cases the profile itself leaves out are not required: a model × precision without bounds, bf16
     on a CPU without native bf16 where the profile says so, a GPU count above the node's. The level
@@ -82,7 +85,8 @@ def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standa
     gpus = range(expected_gpus)
     if profile.hardware.device == "cuda":
         names += list(NODE_TESTS)
-        names += [f"{test}[gpu{index}]" for test in PER_GPU_TESTS for index in gpus]
+        names += [f"{test}[{node}-gpu{index}]" if node else f"{test}[gpu{index}]"
+                  for test in PER_GPU_TESTS for node in (nodes or ("",)) for index in gpus]
         if profile.topology is not None:
             names.append("test_topology")
     components = profile.components
@@ -313,11 +317,13 @@ def group_causes(tests: list[SelectedTest]) -> list[Cause]:
 
 def named_entity(note: str) -> str:
     """What a check's note names as the cause and where: ``pid 4242 (python) on GPU 0``, ``XID 79 (…)
-    on GPU 1``, ``link 3 on GPU 2``, ``GPU 2 (UUID GPU-…)``, ``rank 1``; "" when it names none."""
+    on GPU 1``, ``link 3 on GPU 2``, ``GPU 2 (UUID GPU-…)``, ``GPU 2 of node gpu02 (UUID GPU-…)``, ``rank 1``;
+    "" when it names none."""
     gpu = _GPU.search(note)
     gpu_text = ""
     if gpu:
-        gpu_text = f"GPU {gpu['id']}" + (f" (UUID {gpu['extra']})" if gpu["extra"] else "")
+        gpu_text = (f"GPU {gpu['id']}" + (f" of node {gpu['node']}" if gpu["node"] else "")
+                    + (f" (UUID {gpu['extra']})" if gpu["extra"] else ""))
     for word, pattern in _CAUSES:
         match = pattern.search(note)
         if match:

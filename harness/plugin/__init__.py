@@ -111,10 +111,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             if session is None:
                 metafunc.parametrize(fixture, not_acceptance)
             else:
-                metafunc.parametrize(fixture, scaling_params(session.ctx, scaling) or [no_cases_param(
+                remote = session.gpu_state.remote
+                params = scaling_params(session.ctx, scaling, remote.gpu_counts() if remote is not None else None)
+                metafunc.parametrize(fixture, params or [no_cases_param(
                     f"profile {session.profile.name} has no {scaling}-scaling cases for this selection")])
     if GPU_STATE_FIXTURE in metafunc.fixturenames:
-        metafunc.parametrize(GPU_STATE_FIXTURE, not_acceptance if session is None else gpu_state_params(session.ctx))
+        metafunc.parametrize(GPU_STATE_FIXTURE, not_acceptance if session is None
+                             else gpu_state_params(session.ctx, session.gpu_state.remote))
     if "allreduce_gpus" in metafunc.fixturenames:
         metafunc.parametrize("allreduce_gpus", not_acceptance if session is None else allreduce_params(session.ctx))
     components.parametrize(metafunc, None if session is None else session.ctx, not_acceptance)

@@ -7,6 +7,7 @@ report still lists it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -35,8 +36,10 @@ def node_counts(options: HarnessOptions, allocation: SlurmAllocation | None) -> 
     return []
 
 
-def scaling_params(ctx: SessionContext, scaling: Scaling) -> list[Any]:
-    """One ``pytest.param(CaseId)`` per selected case of this scaling mode, in launch order."""
+def scaling_params(ctx: SessionContext, scaling: Scaling,
+                   other_node_gpus: Mapping[str, int] | None = None) -> list[Any]:
+    """One ``pytest.param(CaseId)`` per selected case of this scaling mode, in launch order.
+    ``other_node_gpus``: the GPUs each other node of the allocation showed (plugin/remote_gpu_state.py)."""
     profile, options = ctx.profile, ctx.options
     models = options.models if options.models is not None else profile.models
     precisions = options.precisions if options.precisions is not None else profile.precisions
@@ -54,7 +57,8 @@ def scaling_params(ctx: SessionContext, scaling: Scaling) -> list[Any]:
                 case = CaseId(model=model, precision=precision, gpus=count, scaling=scaling, nodes=nodes)
                 if scaling == "strong" and not _has_strong_bound(ctx, case):
                     continue
-                params.append(pytest.param(case, id=case.test_param, marks=_case_marks(ctx, case)))
+                params.append(pytest.param(case, id=case.test_param,
+                                           marks=_case_marks(ctx, case, other_node_gpus or {})))
     return params
 
 
@@ -63,7 +67,7 @@ def _has_strong_bound(ctx: SessionContext, case: CaseId) -> bool:
     return bounds is not None and case.world_size > 1 and case.world_size in bounds.min_strong_efficiency
 
 
-def _case_marks(ctx: SessionContext, case: CaseId) -> list[Any]:
+def _case_marks(ctx: SessionContext, case: CaseId, other_node_gpus: Mapping[str, int]) -> list[Any]:
     marks = [pytest.mark.weak_scaling if case.scaling == "weak" else pytest.mark.strong_scaling]
     if ctx.profile.bounds(case.model, case.precision) is None:
         marks.append(pytest.mark.skip(
@@ -72,6 +76,12 @@ def _case_marks(ctx: SessionContext, case: CaseId) -> list[Any]:
         marks.append(pytest.mark.skip(reason=f"profile {ctx.profile.name}: {no_native_bf16_reason()}"))
     elif case.gpus > ctx.available_gpus:
         marks.append(pytest.mark.skip(reason=f"needs {case.gpus} {ctx.core_unit}; this node has {ctx.available_gpus}"))
+    elif case.nodes > 1 and ctx.allocation is not None:
+        # The other nodes of the case: one short of GPUs fails test_node_shape (remote_gpu_count) already.
+        short = [f"{node} has {count}" for node in ctx.allocation.nodes[1:case.nodes]
+                 if (count := other_node_gpus.get(node, case.gpus)) < case.gpus]
+        if short:
+            marks.append(pytest.mark.skip(reason=f"needs {case.gpus} {ctx.core_unit} on each node; {', '.join(short)}"))
     return marks
 
 

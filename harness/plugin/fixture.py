@@ -13,6 +13,7 @@ from harness.cases import CaseId
 from harness.plugin.node_shape import node_shape_result
 from harness.plugin.components import ComponentRuns, component_runs
 from harness.plugin.options import HarnessOptions
+from harness.plugin.remote_gpu_state import NodeGpu
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.session import HarnessSession
 from harness.profile.bounds import Profile
@@ -43,14 +44,14 @@ class HarnessTest:
     def run_topology(self) -> CheckedResult:
         return self._keep(self.session.interconnect.run_topology())
 
-    def run_gpu_state(self, index: int) -> CheckedResult:
-        return self._keep(self.session.gpu_state.run_gpu_state(index, list(self.session.results.values())))
+    def run_gpu_state(self, target: int | NodeGpu) -> CheckedResult:
+        return self._keep(self.session.gpu_state.run_gpu_state(target, list(self.session.results.values())))
 
     def run_soak(self) -> CheckedResult:
         return self._keep(self.session.soak.run_soak())
 
     def check_node_shape(self) -> CheckedResult:
-        return self._keep(node_shape_result(self.session.ctx))
+        return self._keep(node_shape_result(self.session.ctx, self.session.gpu_state.remote))
     @property
     def components(self) -> ComponentRuns:
         """The session's component benchmarks, one launch judged per GPU: ``harness.components.gemm(0)``."""

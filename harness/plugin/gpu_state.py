@@ -1,6 +1,8 @@
 """The session's GPU state: a snapshot of every GPU at session start, an XID watcher from then to the
 session's end, and a snapshot at the end, taken by the GPU-state tests, which run after every
-benchmark (``order_last`` below), so "end" is after all the load.
+benchmark (``order_last`` below), so "end" is after all the load. In a multi-node session the other
+nodes' GPUs are read the same way on their nodes (plugin/remote_gpu_state.py), and every test id
+names its node (``gpu01-gpu3``); on one node the ids are ``gpu3``.
 
 Also what a case window saw besides its own checks (``seen_in_window``): foreign processes,
 clock-event reasons with their share of the window and XIDs, listed under a failing case.
@@ -18,19 +20,31 @@ from harness.checks.verdict import describe_foreign, reason_shares
 from harness.node.gpu_state import GpuState, read_gpu_states
 from harness.node.xid import XidWatcher
 from harness.plugin.context import SessionContext
+from harness.plugin.remote_gpu_state import NodeGpu, RemoteGpuState, judged_nodes, node_gpu_id, remote_gpu_state
 from harness.plugin.results import CheckedResult
 from harness.telemetry import gpu_label
 
 GPU_STATE_FIXTURE = "gpu_state_gpu"
-"""The parameter of acceptance/test_gpu_state.py: a GPU index, one test id per GPU (``gpu3``)."""
+"""The parameter of acceptance/test_gpu_state.py: a GPU index, one test id per GPU (``gpu3``); in a
+multi-node session a ``NodeGpu``, one test id per node and GPU (``gpu01-gpu3``)."""
 NO_GPU_REASON = "no GPU on a CPU run"
 
 
-def gpu_state_params(ctx: SessionContext) -> list[Any]:
-    """One ``gpuN`` per GPU NVML sees; on a CPU profile one skipped parameter saying why."""
+def gpu_state_params(ctx: SessionContext, remote: RemoteGpuState | None = None) -> list[Any]:
+    """One ``gpuN`` per GPU NVML sees; in a multi-node session one ``<node>-gpuN`` per GPU of each node
+    (the other nodes': every GPU its probe showed and every one it should have); on a CPU profile one
+    skipped parameter saying why."""
     if ctx.device != "cuda":
         return [pytest.param(None, id="no-gpu", marks=pytest.mark.skip(reason=NO_GPU_REASON))]
-    return [pytest.param(gpu.index, id=f"gpu{gpu.index}") for gpu in ctx.hardware.gpus]
+    nodes = judged_nodes(ctx)
+    if not nodes:
+        return [pytest.param(gpu.index, id=f"gpu{gpu.index}") for gpu in ctx.hardware.gpus]
+    targets = [NodeGpu(node=nodes[0], index=gpu.index) for gpu in ctx.hardware.gpus]
+    for node in nodes[1:]:
+        # Not probed (--collect-only): the GPUs a node of this session must have.
+        indices = remote.gpu_indices(node) if remote is not None else range(ctx.expected_gpus or ctx.available_gpus)
+        targets += [NodeGpu(node=node, index=index) for index in indices]
+    return [pytest.param(target, id=target.test_id) for target in targets]
 
 
 def order_last(items: list[pytest.Item]) -> None:
@@ -51,18 +65,30 @@ class GpuStateRunner:
     problems: dict[str, str | None] = field(default_factory=dict)
     """"start" / "end" -> why a snapshot is missing GPUs (NVML unavailable, a GPU not found)."""
     watcher: XidWatcher | None = None
+    remote: RemoteGpuState | None = None
+    """The other nodes of a multi-node session, read on their nodes; None on one node."""
 
-    def start(self, nvml: Any = None) -> None:
-        """Session start: snapshot every GPU and start watching for XIDs (a CPU profile: nothing)."""
+    def start(self, nvml: Any = None, popen: Any = None) -> None:
+        """Session start: snapshot every GPU and start watching for XIDs, here and on every other node the
+        session's cases use (a CPU profile: nothing)."""
         if self.ctx.device != "cuda":
             return
         states, self.problems["start"] = read_gpu_states(self.ctx.hardware.gpus, nvml)
         self.start_states = {state.uuid: state for state in states}
         self.watcher = XidWatcher(self.ctx.hardware.gpus, nvml).start()
+        self.remote = remote_gpu_state(self.ctx)
+        if self.remote is not None and self.ctx.allocation is not None:
+            self.remote.launch(self.ctx.allocation, popen)
+            busy = self.remote.busy_message()
+            if busy is not None:  # as on the driver's node (plugin/session.py): a shared GPU measures two jobs
+                self.stop()
+                raise pytest.UsageError(f"{busy}\nNo benchmark was started.")
 
     def stop(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
+        if self.remote is not None:
+            self.remote.finish()
 
     def end_snapshot(self, nvml: Any = None) -> dict[str, GpuState]:
         if self.end_states is None:
@@ -70,9 +96,13 @@ class GpuStateRunner:
             self.end_states = {state.uuid: state for state in states}
         return self.end_states
 
-    def run_gpu_state(self, index: int, results: Sequence[Any] = (), nvml: Any = None) -> CheckedResult:
-        """The GPU-state checks of GPU ``index``, start against end, XIDs of the whole session."""
+    def run_gpu_state(self, target: int | NodeGpu, results: Sequence[Any] = (), nvml: Any = None) -> CheckedResult:
+        """The GPU-state checks of GPU ``target`` (an index; a ``NodeGpu`` in a multi-node session), start
+        against end, XIDs of the whole session."""
         ctx = self.ctx
+        node, index = (target.node, target.index) if isinstance(target, NodeGpu) else (None, target)
+        if node is not None and node != next(iter(judged_nodes(ctx)), None):
+            return self._other_node(node, index)
         gpu = next(g for g in ctx.hardware.gpus if g.index == index)
         end = self.end_snapshot(nvml).get(gpu.uuid)
         start = self.start_states.get(gpu.uuid)
@@ -85,15 +115,34 @@ class GpuStateRunner:
         xids = [e.to_dict() for e in watcher.events_between(None, None) if e.gpu_uuid == gpu.uuid] if watcher else []
         state = GpuStateInput(index=gpu.index, uuid=gpu.uuid, start=start.to_dict() if start else None,
                               end=end.to_dict() if end else None, xid_events=xids, xid_watch=watch,
-                              clock_setting_windows=clock_setting_windows(results, gpu.uuid))
+                              clock_setting_windows=clock_setting_windows(results, gpu.uuid), node=node)
+        return self._result(state, {k: v for k, v in self.problems.items() if v})
+
+    def _other_node(self, node: str, index: int) -> CheckedResult:
+        """A GPU of another node: what its probe wrote (a node never probed fails, named)."""
+        remote = self.remote
+        if remote is None or node not in remote.nodes:
+            remote = RemoteGpuState(nodes=(node,), directory=self.ctx.run_dir, expected_gpus=None,
+                                    launch_failure="was never started for this node")
+        state = remote.gpu_input(node, index)
+        return self._result(state, {phase: why for phase in ("start", "end") if (why := remote.problem(node, phase))},
+                            other_node=True)
+
+    def _result(self, state: GpuStateInput, problems: dict[str, str], other_node: bool = False) -> CheckedResult:
+        ctx = self.ctx
         bounds = ctx.profile.gpu_state
-        return CheckedResult(name=f"gpu-state-gpu{gpu.index}",
-                             context=f"{ctx.profile.name}, GPU state, {gpu_label(gpu.index, gpu.uuid)}",
+        name = node_gpu_id(state.node, state.index) if state.node else f"gpu{state.index}"
+        where = gpu_label(state.index, state.uuid)
+        return CheckedResult(name=f"gpu-state-{name}",
+                             context=f"{ctx.profile.name}, GPU state, {f'node {state.node}, ' if state.node else ''}"
+                                     f"{where}",
                              checks=gpu_state_checks(state, bounds),
                              bounds=bounds.to_dict() if bounds is not None else None,
-                             data={"gpu_state": {"index": gpu.index, "uuid": gpu.uuid, "start": state.start,
-                                                 "end": state.end, "xid_events": xids, "xid_watch": watch,
-                                                 "problems": {k: v for k, v in self.problems.items() if v}}})
+                             data={"gpu_state": {"index": state.index, "uuid": state.uuid, "start": state.start,
+                                                 "end": state.end, "xid_events": state.xid_events,
+                                                 "xid_watch": state.xid_watch, "problems": problems,
+                                                 **({"node": state.node} if state.node else {}),
+                                                 **({"other_node": True} if other_node else {})}})
 
     def seen_in_window(self, telemetry: Any) -> list[str]:
         """What else a case's window saw, one line each: foreign processes, clock-event reasons with
@@ -122,4 +171,5 @@ class GpuStateRunner:
         return {"start": [s.to_dict() for s in self.start_states.values()],
                 "end": [s.to_dict() for s in (self.end_states or {}).values()],
                 "problems": {k: v for k, v in self.problems.items() if v},
-                "xid": self.watcher.to_dict() if self.watcher is not None else None}
+                "xid": self.watcher.to_dict() if self.watcher is not None else None,
+                **({"other_nodes": self.remote.summary()} if self.remote is not None else {})}

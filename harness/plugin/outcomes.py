@@ -19,6 +19,7 @@ from _pytest.junitxml import xml_key  # the LogXML object; pytest offers no othe
 from harness.cases import CaseId
 from harness.checks.session import (MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict, case_required,
                                     judge_session, required_tests, unjudged)
+from harness.plugin.remote_gpu_state import judged_nodes
 from harness.plugin.session import HarnessSession
 
 OUTCOMES_KEY = pytest.StashKey["SessionOutcomes"]()
@@ -96,7 +97,8 @@ class SessionOutcomes:
         expected = ctx.expected_gpus if ctx.expected_gpus is not None else ctx.available_gpus
         level = ctx.options.level
         return SessionFacts(
-            required=tuple(required_tests(ctx.profile, expected, level=level, native_bf16=ctx.native_bf16)),
+            required=tuple(required_tests(ctx.profile, expected, level=level, native_bf16=ctx.native_bf16,
+                                          nodes=judged_nodes(ctx))),
             collected=frozenset(self.collected), option_narrowing=_option_narrowing(ctx.options),
             selection_narrowing=_selection_narrowing(config), partial_collection=_names_part_of_the_suite(config),
             cpu=ctx.device == "cpu",

@@ -76,6 +76,8 @@ def _checks_by_gpu(tests: list[SessionTest], gpus: dict[int, str]) -> dict[tuple
     keys = {key for key, _ in (*COMPONENT_COLUMNS, PEER_COLUMN, *OTHER_COLUMNS)}
     found: dict[tuple[int, str], list[dict]] = {}
     for test in tests:
+        if as_dict(test.harness.get("gpu_state")).get("other_node"):
+            continue  # a GPU of another node of a multi-node session: not a row of this node's table
         checks = [as_dict(c) for c in as_list(test.harness.get("checks")) if as_dict(c).get("key") in keys]
         pair = as_list(as_dict(test.harness.get("components")).get("pair"))
         index = _gpu_of(test)

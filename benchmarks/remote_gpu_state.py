@@ -1,0 +1,72 @@
+"""The other-node GPU-state probe on this host, as the multi-node session's ``srun`` task runs it, judged
+against a profile: what a healthy GPU node's probe says, and how long it takes.
+
+    python benchmarks/remote_gpu_state.py --profile h100-80gb --watch-seconds 10 --out out/remote_gpu_state.json
+
+The driver's side (harness/plugin/remote_gpu_state.py) starts the probe with its srun prefix cut off
+(no Slurm needed), waits for the start snapshot, lets it watch for XIDs, stops it with the ``stop``
+file and judges every GPU with the GPU-state checks. On a healthy node every check passes, or is not
+evaluated where the profile's ``allow_unsupported`` says so; the same as ``test_gpu_state[gpuN]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.checks.gpu_state import gpu_state_checks
+from harness.launch.slurm import SlurmAllocation
+from harness.plugin.remote_gpu_state import RemoteGpuState
+from harness.profile.load import load_profile
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def local_task(command: list[str], **kwargs: Any) -> subprocess.Popen:
+    """The probe step's task, started here: the command without its ``srun ...`` prefix."""
+    return subprocess.Popen(command[command.index(sys.executable):], **kwargs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="h100-80gb", help="thresholds/<profile>.toml whose [gpu_state] judges")
+    parser.add_argument("--watch-seconds", type=float, default=10.0, help="how long the probe watches for XIDs")
+    parser.add_argument("--out", type=Path, default=None, help="write the snapshots and checks here as JSON")
+    args = parser.parse_args()
+    host = socket.gethostname()
+    remote = RemoteGpuState(nodes=(host,), directory=Path(tempfile.mkdtemp(prefix="remote-gpu-state-")),
+                            expected_gpus=None)
+    started = time.monotonic()
+    remote.launch(SlurmAllocation(job_id="0", nodes=("driver", host), gpus_per_node=None, cpus_per_node=None),
+                  popen=local_task)
+    start_s = time.monotonic() - started
+    time.sleep(args.watch_seconds)
+    stopping = time.monotonic()
+    remote.finish()
+    end_s = time.monotonic() - stopping
+    bounds = load_profile(REPO / "thresholds" / f"{args.profile}.toml").gpu_state
+    checks = {index: [c.to_dict() for c in gpu_state_checks(remote.gpu_input(host, index), bounds)]
+              for index in remote.gpu_indices(host)}
+    print(f"start snapshot after {start_s:.2f} s, end snapshot {end_s:.2f} s after `stop`; "
+          f"start: {remote.problem(host, 'start') or 'ok'}; end: {remote.problem(host, 'end') or 'ok'}")
+    print(f"processes on the GPUs at start: {remote.start.get(host, {}).get('processes')}")
+    for index, judged in checks.items():
+        for check in judged:
+            print(f"GPU {index} {check['key']:16} {str(check['passed']):5} {check['note'][:150]}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"start_s": start_s, "end_s": end_s, "probe": remote.summary(),
+                                        "checks": checks}, indent=1, default=str))
+    failed = [c for judged in checks.values() for c in judged if c["passed"] is False]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

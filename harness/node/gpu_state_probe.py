@@ -1,0 +1,138 @@
+"""The GPU state of one node of a multi-node session, read on that node: the probe ``srun`` starts on
+every node but the driver's (harness/plugin/remote_gpu_state.py), one task per node.
+
+``python -m harness.node.gpu_state_probe watch --dir RUN/gpu_state_nodes`` writes
+``<host>.start.json`` (this node's GPUs, their snapshot (harness/node/gpu_state.py) and the processes
+already on them) at once,
+watches every GPU for XIDs (harness/node/xid.py) until ``stop`` appears in that directory (or the
+process gets SIGUSR1, SIGTERM or SIGINT), then writes ``<host>.end.json``: the end snapshot and the watcher's
+events and status. The directory is in the run directory, which every node must see (docs/slurm.md).
+
+A node whose NVML cannot be opened writes ``"status": "unavailable"`` with the reason and no GPU: the
+driver then fails that node's tests, naming it. Launcher side: no torch, no CUDA context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from harness.node.gpu_state import read_gpu_states
+from harness.node.hardware import GpuInfo, visible_nvml_indices
+from harness.node.nvml import GIB_BYTES, installed_pynvml, nvml_text
+from harness.node.processes import gpu_processes
+from harness.node.xid import XidWatcher
+
+STOP_FILE = "stop"
+"""Written by the driver into the probe directory when the session ends: every watcher then ends."""
+STOP_POLL_S = 1.0
+"""How often a watcher looks for the stop file: the driver waits at most this long plus the end snapshot."""
+
+
+def node_file(directory: Path, host: str, phase: str) -> Path:
+    """Where a node's ``start`` or ``end`` snapshot lies."""
+    return directory / f"{host}.{phase}.json"
+
+
+def list_gpus(nvml: Any = None) -> tuple[list[GpuInfo], str | None]:
+    """This node's GPUs that CUDA_VISIBLE_DEVICES leaves visible (Slurm sets it for the step's GPUs);
+    ([], why) where NVML cannot be opened or read."""
+    try:
+        nvml = nvml if nvml is not None else installed_pynvml()
+    except ImportError as err:
+        return [], f"NVML unavailable: pynvml (nvidia-ml-py) is not installed: {err}"
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as err:
+        return [], f"NVML unavailable: {err}"
+    try:
+        count = int(nvml.nvmlDeviceGetCount())
+        handles = {index: nvml.nvmlDeviceGetHandleByIndex(index) for index in range(count)}
+        visible = visible_nvml_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), count,
+                                       lambda index: nvml_text(nvml.nvmlDeviceGetUUID(handles[index])))
+        gpus = [GpuInfo(index=index, uuid=nvml_text(nvml.nvmlDeviceGetUUID(handle)),
+                        name=nvml_text(nvml.nvmlDeviceGetName(handle)),
+                        memory_total_gib=round(nvml.nvmlDeviceGetMemoryInfo(handle).total / GIB_BYTES, 1),
+                        pci_bus_id=nvml_text(nvml.nvmlDeviceGetPciInfo(handle).busId))
+                for index in visible for handle in (handles[index],)]
+    except nvml.NVMLError as err:
+        return [], f"NVML opened but could not list the GPUs: {err}"
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass
+    return gpus, None
+
+
+def snapshot(phase: str, host: str, gpus: Sequence[GpuInfo], why: str | None, nvml: Any = None) -> dict[str, Any]:
+    """One node's snapshot file: its GPUs and their state, or why there is none."""
+    data: dict[str, Any] = {"host": host, "phase": phase, "taken_at": time.time(), "pid": os.getpid(),
+                            "gpus": [asdict(gpu) for gpu in gpus]}
+    if why is not None:
+        return {**data, "status": "unavailable", "why": why, "states": []}
+    states, problems = read_gpu_states(gpus, nvml)
+    if not states and problems:
+        return {**data, "status": "unavailable", "why": problems, "states": []}
+    # At start, before any case: anything holding a GPU is foreign (the driver refuses to start then).
+    busy = [asdict(process) for process in gpu_processes(gpus, nvml)] if phase == "start" else []
+    return {**data, "status": "ok", "why": problems, "states": [s.to_dict() for s in states], "processes": busy}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Whole or not at all: the driver reads the file as soon as it exists."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(data, indent=1))
+    os.replace(partial, path)
+
+
+def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: threading.Event | None = None,
+          poll_s: float = STOP_POLL_S) -> int:
+    """Start snapshot, XIDs until ``stop`` (the file, a signal, or the event), end snapshot."""
+    # The node's name as Slurm calls it (the driver looks for that file); a host name may be longer.
+    host = host or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    stop = stop or threading.Event()
+    directory.mkdir(parents=True, exist_ok=True)
+    gpus, why = list_gpus(nvml)
+    write_json(node_file(directory, host, "start"), snapshot("start", host, gpus, why, nvml))
+    watcher = XidWatcher(gpus, nvml).start() if why is None else None
+    while not stop.is_set() and not (directory / STOP_FILE).exists():
+        stop.wait(poll_s)
+    if watcher is not None:
+        watcher.stop()
+    end = snapshot("end", host, gpus, why, nvml)
+    end["xid"] = watcher.to_dict() if watcher is not None else {"failure": why, "status": {}, "events": []}
+    write_json(node_file(directory, host, "end"), end)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.node.gpu_state_probe",
+                                     description="This node's GPU state at start and end, and its XIDs between.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("watch", help="write <host>.start.json, watch XIDs until DIR/stop, write <host>.end.json")
+    run.add_argument("--dir", type=Path, required=True, help="the probe directory (in the session's run directory)")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    # SIGUSR1: the driver's stop through srun, which forwards it as it is (SIGTERM to srun kills the
+    # tasks outright: tests/test_slurm.py). SIGTERM/SIGINT from elsewhere: still write the end snapshot.
+    for signum in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        return watch(args.dir, stop=stop)
+    except OSError as err:
+        print(f"gpu_state_probe on {socket.gethostname()}: cannot write into {args.dir}: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
