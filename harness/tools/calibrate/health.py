@@ -208,7 +208,8 @@ class HealthBounds:
 
 
 def _too_few(what: str, runs: int) -> str:
-    return f"{what} in only {runs} run{'s' if runs != 1 else ''}; a bound needs {MIN_RUNS} or more (issue 17)"
+    """``2 runs with GPU telemetry (utilization); a bound needs 3 or more (issue 17)``."""
+    return f"{runs} run{'s' if runs != 1 else ''} with {what}; a bound needs {MIN_RUNS} or more (issue 17)"
 
 
 def _per_gpu_values(records: Sequence[dict], figure: str) -> tuple[list[float], int]:
@@ -237,12 +238,12 @@ def case_health(records: Sequence[dict], device: str, cv_margin: float | None) -
                                  f"{UTIL_CASE_MARGIN_PCT:g} points")
     else:
         found = HealthBound(key="min_gpu_utilization_pct", value=None,
-                            rule=_no_telemetry(device, util_runs, "GPU utilization was read"))
+                            rule=_no_telemetry(device, util_runs, "GPU telemetry (utilization)"))
     cvs = [value for record in records if (value := step_time_cv(record)) is not None]
     if cv_margin is None:
         cv = HealthBound(key="max_step_time_cv", value=None, rule="--cv-margin off")
     elif len(cvs) < MIN_RUNS:
-        cv = HealthBound(key="max_step_time_cv", value=None, rule=_too_few("step times were measured", len(cvs)))
+        cv = HealthBound(key="max_step_time_cv", value=None, rule=_too_few("a step-time CV", len(cvs)))
     else:
         bound, note = cv_bound(cvs, cv_margin), ""
         if bound > 1:  # the schema's maximum: the node's step times are very noisy
@@ -262,14 +263,14 @@ def node_health(records: Sequence[dict], device: str, gpus: int,
                                         f"{power_runs} runs) x {POWER_MARGIN:g}")
     else:
         power_fraction = HealthBound(key="min_power_fraction_of_limit", value=None,
-                                   rule=_no_telemetry(device, power_runs, "power was read"))
+                                   rule=_no_telemetry(device, power_runs, "GPU telemetry (power)"))
     ratios = [r["straggler_ratio"] for r in records
               if (r.get("world_size") or 0) > 1 and r.get("straggler_ratio") is not None]
     if straggler_factor is None:
         straggler = HealthBound(key="max_straggler_ratio", value=None, rule="--straggler-factor off")
     elif len(ratios) < MIN_RUNS:
         straggler = HealthBound(key="max_straggler_ratio", value=None,
-                                rule=_too_few("several GPUs ran together", len(ratios)))
+                                rule=_too_few("2 or more GPUs (a straggler ratio)", len(ratios)))
     else:
         straggler = HealthBound(key="max_straggler_ratio", value=straggler_bound(ratios, straggler_factor),
                                 rule=f"1 + {straggler_factor:g} x (highest {max(ratios):.4f} of {len(ratios)} "
@@ -287,7 +288,7 @@ def _uniformity(records: Sequence[dict], device: str, gpus: int) -> HealthBound:
     elif gpus < 2:
         why = "one GPU: no other GPU to compare it with (uniformity needs 2 or more; not evaluated)"
     elif len(fractions) < MIN_RUNS:
-        why = _too_few("per-GPU rates of 2 or more GPUs were measured", len(fractions))
+        why = _too_few("per-GPU rates of 2 or more GPUs", len(fractions))
     else:
         worst = min(fractions)
         return HealthBound(key="min_gpu_uniformity", value=uniformity_bound(fractions),

@@ -119,7 +119,10 @@ def render_profile(plan: CalibrationPlan, hw: Hardware, measured: Measured, prov
 
 def _bound_lines(bounds: Sequence[HealthBound]) -> list[str]:
     """Each written health bound with its rule as a comment; each left out as a comment saying why."""
-    return [_with_comment(f"{b.key} = {_toml_number(b.value)}", b.rule) if b.value is not None
+    def shown(value: float) -> str:
+        return str(value) if isinstance(value, int) else _toml_number(value)  # a whole percent stays whole
+
+    return [_with_comment(f"{b.key} = {shown(b.value)}", b.rule) if b.value is not None
             else f"# {b.key} left out: {b.rule}" for b in bounds]
 
 
@@ -158,7 +161,9 @@ def _header_lines(plan: CalibrationPlan, prov: Provenance, warnings: Sequence[st
         f"# Method:     weak scaling at {counts_text} {'GPUs' if plan.device == 'cuda' else 'CPU ranks (gloo)'}; "
         f"{plan.repeats} repeat{'s' if plan.repeats != 1 else ''} of the whole matrix, one after the other",
         f"#             (so slow drift hits every case alike); warmup >= {plan.warmup_seconds:g} s, measured window "
-        f"{plan.measure_seconds:g} s.",
+        f"{plan.measure_seconds:g} s. The 1-GPU case ran on {plan.independent_gpus} "
+        f"{'GPUs' if plan.device == 'cuda' else 'CPU ranks'} at once, each its own model, as the acceptance",
+        "#             suite runs it: each GPU's own rate, their median the 1-GPU figure.",
         "# Statistics: per case and GPU count the median of the repeats; spread = (max - min) / median;",
         "#             efficiency = per-GPU throughput at N / at 1 GPU within a repeat, then its median.",
         "# Bounds:     min_samples_per_sec_per_gpu = lowest median over the GPU counts x "
