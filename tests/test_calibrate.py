@@ -13,7 +13,7 @@ import pytest
 
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.node.hardware import GpuInfo, Hardware, HardwareError
-from harness.profile.load import load_profile
+from harness.profile.load import cli_check, load_profile
 from harness.profile.match import select_profile
 from harness.records import Failure, RunRecord, StepTimeStats, Versions
 from harness.tools.batchsize.search import JudgedProbe, ProbeResult, SearchResult
@@ -369,13 +369,23 @@ def test_calibrated_cpu_profile_passes_the_acceptance_suite(tmp_path, capsys, mo
     ns = parse("--name", "cpu-calibrated", "--device", "cpu", "--models", "tiny_bert", "--precisions", "fp32",
                "--gpus", "1,2", "--repeats", "2", "--batch-size", "tiny_bert=4", "--warmup", "0.5", "--measure",
                "1.5", "--throughput-margin", "0.75", "--efficiency-margin", "0.45", "--straggler-factor", "off",
-               "--cv-margin", "off", "--output-dir", str(thresholds_dir), "--records-dir", str(records_dir))
+               "--cv-margin", "off", "--components", "--output-dir", str(thresholds_dir), "--records-dir",
+               str(records_dir))
     assert cli_calibrate(ns) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert f"wrote {thresholds_dir / 'cpu-calibrated.toml'} (validated)" in out
     assert "automatic selection on this node picks cpu-calibrated" in out
+    assert "[components 2/2] ok" in out  # the real component launches ran; 2 runs are too few for a bound
     profile = load_profile(thresholds_dir / "cpu-calibrated.toml")
     assert profile.bounds("tiny_bert", "fp32").min_samples_per_sec_per_gpu > 0
+    text = (thresholds_dir / "cpu-calibrated.toml").read_text()
+    assert profile.components is None and "# [components] left out: only 2 runs" in text
+    assert profile.stack is not None and profile.stack.torch  # the records' versions
+    assert "min_gpu_uniformity left out: CPU ranks" in profile.raw["defaults"]["source"]
+    assert cli_check([str(thresholds_dir / "cpu-calibrated.toml")]) == 0
+    # The 1-rank case ran on both ranks at once, each its own model, as the acceptance suite runs it.
+    one = RunRecord.from_json(next((records_dir / "runs").glob("tiny_bert-fp32-weak-1gpu-r1*.json")).read_text())
+    assert one.independent and len(one.per_rank) == 2
 
     reports_dir = tmp_path / "reports"
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # OMP_NUM_THREADS=1 included

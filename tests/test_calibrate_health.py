@@ -4,6 +4,8 @@ out), [components] and [stack], and it refuses a node whose NVIDIA GPUs cannot b
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -258,3 +260,36 @@ def test_find_max_bs_refuses_a_node_whose_gpus_cannot_be_used(unusable_gpu_node,
     errors = capsys.readouterr().err
     assert errors.startswith("harness find-max-bs: NVIDIA hardware is present")
     assert "pass --device cpu" in errors and probed == []
+
+
+# --- the shipped H100 profile, re-derived from its records by the shared rules ----------------------
+
+
+DATA = Path(__file__).resolve().parent.parent / "docs" / "data"
+
+
+def _lines(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def test_the_shipped_h100_health_bounds_come_out_of_their_records():
+    shipped = load_profile(Path(__file__).resolve().parent.parent / "thresholds" / "h100-80gb.toml")
+    records = _lines(DATA / "2026-11-24-h100x1-matrix-ci-target" / "records.jsonl.gz")
+    health = calibrated_health(records, device="cuda", gpus=1, cv_margin=0.04, straggler_factor=2.0)
+    assert by_key(health.defaults)["min_power_fraction_of_limit"].value == shipped.bounds("resnet50", "bf16") \
+        .min_power_fraction_of_limit
+    for (model, precision), own in health.cases.items():
+        bounds = shipped.bounds(model, precision)
+        assert (by_key(own)["min_gpu_utilization_pct"].value, by_key(own)["max_step_time_cv"].value) == (
+            bounds.min_gpu_utilization_pct, bounds.max_step_time_cv), (model, precision)
+
+
+def test_the_shipped_h100_component_bounds_come_out_of_their_runs():
+    shipped = load_profile(Path(__file__).resolve().parent.parent / "thresholds" / "h100-80gb.toml").components
+    with gzip.open(DATA / "2026-11-24-components" / "components-h100.json.gz", "rt") as handle:
+        runs = json.load(handle)["runs"]
+    values, _ = component_bounds(runs, 0.10)
+    assert values["min_gemm_tflops"] == shipped.min_gemm_tflops
+    assert (values["min_hbm_copy_gbps"], values["min_h2d_concurrent_gbps"]) == (shipped.min_hbm_copy_gbps,
+                                                                                 shipped.min_h2d_concurrent_gbps)
