@@ -7,7 +7,8 @@ every run's figures per GPU (and per ordered pair), the spread, and bounds at a 
 It runs exactly what the acceptance tests run (harness.launch.components.run_components with the
 GPU sizes of harness/launch/components.py: every GPU at once, one process each), so its figures
 are the ones the [components] bounds are compared with. Bounds suggested: the lowest figure over
-every run and GPU x (1 - margin) for rates, the highest x (1 + margin) for the peer latency.
+every run and GPU x (1 - margin) for rates, the highest x (1 + margin) for the peer latency (the rule
+lives in harness/tools/calibrate/components.py; `harness calibrate --components` writes it).
 """
 
 from __future__ import annotations
@@ -23,40 +24,8 @@ from harness.launch.components import (CPU_SIZES, GPU_SIZES, ComponentsSpec, pla
                                        run_components)
 from harness.launch.spec import LaunchSettings  # noqa: E402
 from harness.node.hardware import detect  # noqa: E402
+from harness.tools.calibrate.components import summarise  # noqa: E402
 from harness.workloads.components.plan import PARTS  # noqa: E402
-
-RATE_PATHS = {
-    **{f"min_gemm_tflops.{d}": ("gemm", d, "tflops") for d in ("bf16", "fp16", "tf32", "fp32")},
-    "min_hbm_copy_gbps": ("hbm", "copy", "gbps"), "min_hbm_rmw_gbps": ("hbm", "rmw", "gbps"),
-    "min_h2d_gbps": ("host_link", "alone", "h2d", "gbps"), "min_d2h_gbps": ("host_link", "alone", "d2h", "gbps"),
-    "min_h2d_concurrent_gbps": ("host_link", "concurrent", "h2d", "gbps"),
-    "min_d2h_concurrent_gbps": ("host_link", "concurrent", "d2h", "gbps"),
-}
-
-
-def _dig(data: dict, path: tuple[str, ...]) -> float | None:
-    for part in path:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(part)  # type: ignore[assignment]
-    return data if isinstance(data, (int, float)) else None
-
-
-def summarise(runs: list[dict], margin: float) -> dict:
-    """Per bound key: every figure (run x GPU), lowest, highest, and the bound at ``margin``."""
-    out: dict = {}
-    for key, path in RATE_PATHS.items():
-        values = [v for run in runs for rank in run.get("ranks") or [] if (v := _dig(rank, path)) is not None]
-        if values:
-            out[key] = {"figures": values, "lowest": min(values), "highest": max(values),
-                        "bound": round(min(values) * (1 - margin), 1)}
-    pairs = [p for run in runs for p in ((run.get("peer") or {}).get("pairs") or [])]
-    if pairs:
-        rates, latencies = [p["gbps"] for p in pairs], [p["latency_us"] for p in pairs]
-        out["min_peer_gbps"] = {"figures": rates, "lowest": min(rates), "bound": round(min(rates) * (1 - margin), 1)}
-        out["max_peer_latency_us"] = {"figures": latencies, "highest": max(latencies),
-                                      "bound": round(max(latencies) * (1 + margin), 1)}
-    return out
 
 
 def main() -> int:

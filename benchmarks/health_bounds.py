@@ -15,7 +15,8 @@ prints each case's figures over the runs, and the [defaults] bounds they give:
   max_step_time_cv             highest step-time CV of any case + CV_MARGIN (harness calibrate's margin);
                                per case: the case's highest + CV_MARGIN
 
-Only 1-GPU records are read (each GPU's own figures); a straggler bound needs several GPUs.
+Only 1-GPU records are read (each GPU's own figures); a straggler bound needs several GPUs. The rules
+and their margins live in harness/tools/calibrate/health.py, which `harness calibrate` applies too.
 
     python benchmarks/health_bounds.py docs/data/2026-11-24-h100x1-health/records.jsonl.gz
 """
@@ -25,23 +26,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
 
-UTIL_MARGIN_PCT = 5.0
-"""Points under the lowest healthy mean: a GPU idle 5 % more of the window is a real change."""
-POWER_MARGIN = 0.85
-"""15 % under the lowest healthy mean power fraction (power follows the model's arithmetic intensity)."""
-TEMPERATURE_MARGIN_C = 10.0
-"""Over the hottest healthy reading: room for a warmer data-centre aisle, not for a failing cooler."""
-UTIL_CASE_MARGIN_PCT = 3.0
-"""Points under a case's own lowest healthy mean: about twice the spread of one case's lowest figure
-between hosts (ResNet-50 bf16: 95.8 on one H200 host, 97.5 on another), and small enough that a host
-sync every step (fp16 ResNet-50: 92.5-92.8 % against 99.0-99.7 % healthy on H100) fails."""
-CV_MARGIN = 0.04
-"""Added to the highest healthy step-time CV, as `harness calibrate` does (tools/calibrate/bounds.py)."""
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness.tools.calibrate.health import case_bounds, summarize  # noqa: E402
 
 
 def read_records(paths: list[Path]) -> list[dict]:
@@ -58,60 +48,6 @@ def read_records(paths: list[Path]) -> list[dict]:
             else:
                 records += [json.loads(line) for line in handle if line.strip()]
     return records
-
-
-def case_figures(record: dict) -> dict | None:
-    """One 1-GPU record -> its health figures; None when it has no telemetry or is not a 1-GPU run."""
-    telemetry = record.get("telemetry") or {}
-    if record.get("world_size") != 1 or record.get("status") != "ok" or telemetry.get("status") != "ok":
-        return None
-    reduced = telemetry["gpus"][0]["reduced"]
-    power, limit = reduced.get("power_w"), reduced.get("power_limit_w")
-    return {"util_pct": reduced.get("util_pct"), "power_fraction": power / limit if power and limit else None,
-            "temperature_c": reduced.get("temperature_c"), "step_time_cv": (record.get("step_time_ms") or {}).get("cv")}
-
-
-def _util_bound(values: list[float], margin_pct: float) -> int:
-    return math.floor(min(values) - margin_pct)
-
-
-def _cv_bound(values: list[float]) -> float:
-    return math.ceil((max(values) + CV_MARGIN) * 1000) / 1000
-
-
-def case_bounds(figures: dict[str, list[float]]) -> dict[str, float]:
-    """One case's own utilization and step-time CV bounds, from its figures over the runs."""
-    bounds: dict[str, float] = {}
-    if figures.get("util_pct"):
-        bounds["min_gpu_utilization_pct"] = _util_bound(figures["util_pct"], UTIL_CASE_MARGIN_PCT)
-    if figures.get("step_time_cv"):
-        bounds["max_step_time_cv"] = _cv_bound(figures["step_time_cv"])
-    return bounds
-
-
-def summarize(records: list[dict]) -> tuple[dict[str, dict[str, list[float]]], dict[str, float]]:
-    """(case -> figure -> values over runs, the [defaults] bounds they give)."""
-    cases: dict[str, dict[str, list[float]]] = {}
-    for record in records:
-        figures = case_figures(record)
-        if figures is None:
-            continue
-        case = f"{record['model']} {record['precision']}"
-        for name, value in figures.items():
-            if value is not None:
-                cases.setdefault(case, {}).setdefault(name, []).append(float(value))
-    every = {name: [v for case in cases.values() for v in case.get(name, [])]
-             for name in ("util_pct", "power_fraction", "temperature_c", "step_time_cv")}
-    bounds = {}
-    if every["util_pct"]:
-        bounds["min_gpu_utilization_pct"] = _util_bound(every["util_pct"], UTIL_MARGIN_PCT)
-    if every["power_fraction"]:
-        bounds["min_power_fraction_of_limit"] = math.floor(min(every["power_fraction"]) * POWER_MARGIN * 100) / 100
-    if every["temperature_c"]:
-        bounds["max_temperature_c"] = math.ceil(max(every["temperature_c"]) + TEMPERATURE_MARGIN_C)
-    if every["step_time_cv"]:
-        bounds["max_step_time_cv"] = _cv_bound(every["step_time_cv"])
-    return cases, bounds
 
 
 def main(argv: list[str] | None = None) -> int:

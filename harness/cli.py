@@ -18,26 +18,18 @@ class UsageError(Exception):
 def _run_device(asked: str | None) -> str:
     """``--device``, else cuda where a GPU is usable and cpu where no NVIDIA hardware is: a node whose GPUs
     CUDA or NVML cannot use stops here, once, with the fix (its ranks would each say only "torch sees no
-    CUDA device")."""
+    CUDA device"). The rule is harness/node/presence.py's ``choose_device``, shared with calibrate and
+    find-max-bs."""
     if asked == "cpu":
         return "cpu"
     # NVML, then torch.cuda.is_available (no CUDA context in this process): harness/node/hardware.py.
     from harness.node.hardware import HardwareError, detect
-    from harness.node.presence import find_nvidia_presence, unusable_gpus_message
+    from harness.node.presence import DeviceChoiceError, choose_device
 
     try:
-        hw = detect()
-    except HardwareError as exc:
+        return choose_device(asked, detect())
+    except (HardwareError, DeviceChoiceError) as exc:
         raise UsageError(str(exc)) from None
-    if hw.device == "cuda":
-        return "cuda"
-    message = unusable_gpus_message(hw, find_nvidia_presence(), cpu_option="--device cpu")
-    if message is not None:
-        raise UsageError(message)
-    if asked == "cuda":
-        raise UsageError(f"--device cuda: this machine has no usable GPU ({hw.nvml_unavailable_reason}); "
-                         "run on a GPU node, or pass --device cpu for CPU ranks")
-    return "cpu"
 
 
 def _add_run(sub) -> None:

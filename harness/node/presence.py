@@ -18,7 +18,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 from harness.node.hardware import Hardware
 
@@ -154,3 +154,31 @@ def _fixes(hw: Hardware, presence: NvidiaPresence) -> list[str]:
         fixes.append("- Run `nvidia-smi` and `python -c \"import torch; print(torch.cuda.is_available())\"` here: "
                      "both must see the GPUs.")
     return fixes
+
+
+# ---------------------------------------------------------------------------------------------
+# The device a command runs on: never a quiet CPU run on a node whose GPUs cannot be used
+
+
+class DeviceChoiceError(Exception):
+    """The device asked for (or the default) cannot be used here; the message says why and what to do."""
+
+
+def choose_device(asked: str | None, hw: Hardware, presence: NvidiaPresence | None = None, *,
+                  cpu_option: str = "--device cpu") -> Literal["cuda", "cpu"]:
+    """``asked`` (``--device``), else cuda where a GPU is usable and cpu where no NVIDIA hardware is.
+
+    A node that shows NVIDIA hardware none of which CUDA or NVML can use is refused (DeviceChoiceError with
+    ``unusable_gpus_message``), unless cpu was asked for on purpose: a command measuring there would
+    measure CPU ranks and call it the node. ``presence`` defaults to what the machine shows."""
+    if asked == "cpu":
+        return "cpu"
+    if hw.device == "cuda":
+        return "cuda"
+    message = unusable_gpus_message(hw, presence or find_nvidia_presence(), cpu_option=cpu_option)
+    if message is not None:
+        raise DeviceChoiceError(message)
+    if asked == "cuda":
+        raise DeviceChoiceError(f"--device cuda: this machine has no usable GPU ({hw.nvml_unavailable_reason}); "
+                                f"run on a GPU node, or pass {cpu_option} for CPU ranks")
+    return "cpu"

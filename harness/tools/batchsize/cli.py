@@ -10,7 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.node.hardware import detect
+from harness.node.hardware import HardwareError, detect
+from harness.node.presence import DeviceChoiceError, choose_device
 from harness.tools.batchsize.probe import find_max_batch
 from harness.tools.batchsize.search import SearchError, format_header, format_row, format_table, recommendation
 from harness.catalog import MODELS
@@ -21,17 +22,21 @@ def cli_find_max_bs(ns: argparse.Namespace) -> int:
     if ns.model not in MODELS:
         print(f"harness find-max-bs: --model {ns.model}: unknown; known models: {', '.join(MODELS)}", file=sys.stderr)
         return 2
-    device = ns.device or detect().device
-    if device == "cpu" and ns.max_batch is None:
-        print("harness find-max-bs: on cpu there is no device memory to fill, so the search needs a cap: pass --max N",
-              file=sys.stderr)
-        return 2
     if not 0 < ns.memory_fraction <= 1:
         print(f"harness find-max-bs: --memory-fraction {ns.memory_fraction}: a fraction in (0, 1], e.g. 0.9",
               file=sys.stderr)
         return 2
     if ns.steps < 2:
         print(f"harness find-max-bs: --steps {ns.steps}: at least 2 (the optimizer state exists from step 2 on)",
+              file=sys.stderr)
+        return 2
+    try:  # a node showing NVIDIA GPUs that cannot be used is refused, never searched on CPU ranks
+        device = "cpu" if ns.device == "cpu" else choose_device(ns.device, detect())
+    except (HardwareError, DeviceChoiceError) as exc:
+        print(f"harness find-max-bs: {exc}", file=sys.stderr)
+        return 2
+    if device == "cpu" and ns.max_batch is None:
+        print("harness find-max-bs: on cpu there is no device memory to fill, so the search needs a cap: pass --max N",
               file=sys.stderr)
         return 2
     keep_logs = ns.log_dir is not None

@@ -16,7 +16,12 @@ Statistics (docs/calibration.md says why; computed in ``bounds``):
   of the same repeat, so slow drift of the node cancels), then its median over the repeats;
 * bounds: throughput = the lowest median over the GPU counts x (1 - throughput margin), rounded
   down to 3 significant digits; efficiency = median - efficiency margin, rounded down to 0.001;
-  straggler ratio and step-time CV = the highest measured value + their margin, rounded up.
+* health bounds (``health``; each from >= 3 runs, else left out with the reason): per case utilization
+  (lowest - 3 points) and step-time CV (highest + margin); node-wide power (lowest x 0.85), straggler
+  ratio (1 + 2 x the worst excess) and GPU uniformity (1 - 2 x the worst deficit); with ``--components``,
+  [components] (lowest x 0.90); and [stack] from the records' versions.
+
+The 1-GPU case runs as acceptance runs it: on every GPU at once, each its own model (``independent``).
 
 Calibrating on an unhealthy node bakes its faults into the bounds: that is the user's risk, so
 the spread of every case is printed and a WARNING is given (and kept in the file) when repeats
@@ -28,7 +33,10 @@ The package, in the order a calibration runs:
 * ``options``: the ``harness calibrate`` command line and its defaults (light: no torch);
 * ``plan``: arguments checked against the hardware and the files -> ``CalibrationPlan``;
 * ``measure``: the batches, the repeated matrix over a launcher, then bounds and the file;
-* ``bounds``: measurements -> bounds with margins, rounding and spread warnings (pure);
+* ``bounds``: measurements -> throughput and efficiency bounds with margins, rounding and spread warnings (pure);
+* ``health``: the health rules (utilization, step-time CV, power, straggler, GPU uniformity), shared with
+  benchmarks/health_bounds.py (pure);
+* ``components``: the [components] rule, shared with benchmarks/components_calibrate.py, and its launches;
 * ``provenance``: what ran, where and with which software, from the run records;
 * ``profile_file``: the TOML text, validated, written atomically;
 * ``cli``: the command itself (prints, exit status).

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 from harness.records import RunRecord
 from harness.tools.calibrate import CalibrationError
+from harness.tools.calibrate.health import CV_MARGIN, STRAGGLER_EXCESS_FACTOR, round_down
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -22,9 +23,10 @@ class Margins:
     SKU (up to 8 %, SC22) plus run-to-run spread (0.3 % on H200)."""
     efficiency: float = 0.03
     """Points (0.03 = 3 points): efficiency bound = median - efficiency."""
-    straggler: float | None = 0.04
-    """Ratio points: straggler bound = highest measured ratio + straggler; None: no straggler bound."""
-    step_time_cv: float | None = 0.04
+    straggler_factor: float | None = STRAGGLER_EXCESS_FACTOR
+    """Straggler bound = 1 + straggler_factor x (highest measured ratio - 1) (harness/tools/calibrate/health.py);
+    None: no straggler bound."""
+    step_time_cv: float | None = CV_MARGIN
     """CV points: step-time CV bound = highest measured CV + step_time_cv; None: no CV bound (a shared CPU's
     step-time jitter says nothing about the hardware)."""
 
@@ -34,9 +36,10 @@ class Margins:
         if not 0 <= self.efficiency < 1:
             raise ValueError(f"efficiency margin must be in [0, 1) (fraction units: 0.03 = 3 points), got "
                              f"{self.efficiency}")
-        if self.straggler is not None and not (0 <= self.straggler and math.isfinite(self.straggler)):
-            raise ValueError(f"straggler margin must be >= 0 (ratio units: 0.04 on a ratio of 1.01 gives 1.05), got "
-                             f"{self.straggler}")
+        if self.straggler_factor is not None and not (1 <= self.straggler_factor and
+                                                      math.isfinite(self.straggler_factor)):
+            raise ValueError(f"straggler factor must be >= 1 (2: a highest ratio of 1.022 gives 1.044), got "
+                             f"{self.straggler_factor}")
         if self.step_time_cv is not None and not 0 <= self.step_time_cv <= 1:
             raise ValueError(f"step-time CV margin must be in [0, 1] (fraction units: 0.04 = 4 points), got "
                              f"{self.step_time_cv}")
@@ -95,8 +98,6 @@ class CaseMeasurement:
 class DerivedBounds:
     min_samples_per_sec_per_gpu: float
     min_weak_efficiency: dict[int, float]
-    max_straggler_ratio: float | None
-    max_step_time_cv: float | None
     notes: tuple[str, ...] = ()
     """Where a bound had to be clamped to the schema's range."""
 
@@ -132,22 +133,12 @@ def measure_case(model: str, precision: str, batch: BatchChoice,
                            sample_unit=records_by_count[1][0].sample_unit, counts=tuple(counts))
 
 
-def _round_down(value: float, decimals: int) -> float:
-    scale = 10**decimals
-    return math.floor(round(value * scale, 6)) / scale
-
-
-def _round_up(value: float, decimals: int) -> float:
-    scale = 10**decimals
-    return math.ceil(round(value * scale, 6)) / scale
-
-
 def round_down_significant(value: float, digits: int = 3) -> float:
     """Rounded down to at least ``digits`` significant digits: 4176.63 -> 4176, 22.87 -> 22.8."""
     if value <= 0:
         raise ValueError(f"expected a positive value, got {value}")
     decimals = max(0, digits - 1 - math.floor(math.log10(value)))
-    return _round_down(value, decimals)
+    return round_down(value, decimals)
 
 
 def derive_bounds(case: CaseMeasurement, margins: Margins) -> DerivedBounds:
@@ -160,7 +151,7 @@ def derive_bounds(case: CaseMeasurement, margins: Margins) -> DerivedBounds:
     for count in case.counts:
         if count.efficiency_median is None:
             continue
-        bound = _round_down(count.efficiency_median - margins.efficiency, 3)
+        bound = round_down(count.efficiency_median - margins.efficiency, 3)
         if bound <= 0:
             raise CalibrationError(
                 f"{case.model} {case.precision} at {count.gpus} GPUs: efficiency median {count.efficiency_median:.3f} "
@@ -170,20 +161,8 @@ def derive_bounds(case: CaseMeasurement, margins: Margins) -> DerivedBounds:
                          f"{margins.efficiency} > 1, bound set to 1.0 (the schema's maximum)")
             bound = 1.0
         efficiency[count.gpus] = bound
-    stragglers = [c.straggler_ratio_max for c in case.counts if c.straggler_ratio_max is not None]
-    straggler_bound = None
-    if stragglers and margins.straggler is not None:
-        straggler_bound = max(1.0, _round_up(max(stragglers) + margins.straggler, 3))
-    cv_max = max(c.step_time_cv_max for c in case.counts)
-    cv_bound = _round_up(cv_max + margins.step_time_cv, 3) if margins.step_time_cv is not None else None
-    if cv_bound is not None and cv_bound > 1:
-        notes.append(f"step-time CV: measured max {cv_max:.3f} + {margins.step_time_cv} > 1, bound set to 1.0 "
-                     "(the schema's maximum): this node's step times are very noisy")
-        cv_bound = 1.0
-    if cv_bound is not None and cv_bound <= 0:
-        cv_bound = 0.001
     return DerivedBounds(min_samples_per_sec_per_gpu=throughput_bound, min_weak_efficiency=efficiency,
-                         max_straggler_ratio=straggler_bound, max_step_time_cv=cv_bound, notes=tuple(notes))
+                         notes=tuple(notes))
 
 
 def spread_warnings(case: CaseMeasurement, margins: Margins) -> list[str]:

@@ -21,7 +21,10 @@ from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.bounds import (BatchChoice, CaseMeasurement, DerivedBounds, derive_bounds,
                                             format_measurements, measure_case, spread_warnings)
 from harness.tools.calibrate.plan import CalibrationPlan
-from harness.tools.calibrate.profile_file import render_profile, write_profile
+from harness.tools.calibrate.components import (COMPONENT_MARGIN, Runner, component_bounds, components_spec,
+                                                measure_components)
+from harness.tools.calibrate.health import calibrated_health
+from harness.tools.calibrate.profile_file import Measured, render_profile, write_profile
 from harness.tools.calibrate.provenance import provenance
 
 Launcher = Callable[..., RunRecord]
@@ -70,10 +73,15 @@ def _found_batch(plan: CalibrationPlan, find_batch: BatchFinder, model: str, pre
 
 
 def _spec(plan: CalibrationPlan, model: str, precision: str, gpus: int, batch: int) -> BenchmarkSpec:
+    """The case as the acceptance suite launches it: the 1-GPU case on every GPU at once, each its own model
+    (``independent``: each GPU's own rate, their median the baseline, and the per-GPU rates uniformity needs)."""
+    independent = gpus == 1
     return BenchmarkSpec(model=model, precision=precision, scaling="weak",
                          batch_size_per_gpu=batch, warmup_seconds=plan.warmup_seconds,
                          measure_seconds=plan.measure_seconds, peak_tflops=plan.peak_tflops.get(precision),
-                         launch=LaunchSettings(gpus_per_node=gpus, device=plan.device, timeout_s=plan.timeout_s))
+                         independent=independent,
+                         launch=LaunchSettings(gpus_per_node=plan.independent_gpus if independent else gpus,
+                                               device=plan.device, timeout_s=plan.timeout_s))
 
 
 def run_matrix(plan: CalibrationPlan, batches: dict[tuple[str, str], BatchChoice], launcher: Launcher,
@@ -113,11 +121,12 @@ class CalibrationOutcome:
 
 
 def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher | None = None,
-                    find_batch: BatchFinder | None = None,
+                    find_batch: BatchFinder | None = None, run_components: Runner | None = None,
                     echo: Callable[[str], None] = print) -> CalibrationOutcome:
     """Batches, the repeated matrix, the statistics, the validated profile written to plan.output_path.
 
-    ``launcher`` defaults to run_benchmark, ``find_batch`` to find_max_batch."""
+    ``launcher`` defaults to run_benchmark, ``find_batch`` to find_max_batch, ``run_components`` (with
+    --components) to harness.launch.components.run_components."""
     batches = choose_batches(plan, find_batch or find_max_batch, echo)
     by_case = run_matrix(plan, batches, launcher or run_benchmark, echo)
     cases = tuple(measure_case(model, precision, batches[(model, precision)], by_case[(model, precision)])
@@ -135,6 +144,17 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
         for note in bounds[(case.model, case.precision)].notes:
             echo(f"note: {case.model} {case.precision}: {note}")
     records = [r for per_count in by_case.values() for runs in per_count.values() for r in runs]
-    text = render_profile(plan, hw, cases, bounds, provenance(records, hw, plan), warnings)
+    health = calibrated_health([r.to_dict() for r in records], device=plan.device, gpus=plan.independent_gpus,
+                               cv_margin=plan.margins.step_time_cv, straggler_factor=plan.margins.straggler_factor)
+    for bound in [*health.defaults, *(b for own in health.cases.values() for b in own)]:
+        if bound.value is None:
+            echo(f"note: {bound.text}")
+    components = None
+    if plan.components:
+        runs = measure_components(components_spec(hw, plan.device, plan.timeout_s), plan.records_dir, plan.repeats,
+                                  run_components, echo)
+        components = component_bounds(runs, COMPONENT_MARGIN)
+    measured = Measured(cases=cases, bounds=bounds, health=health, components=components)
+    text = render_profile(plan, hw, measured, provenance(records, hw, plan), warnings)
     write_profile(text, plan.output_path, force=plan.force)
     return CalibrationOutcome(path=plan.output_path, text=text, cases=cases, bounds=bounds, warnings=tuple(warnings))

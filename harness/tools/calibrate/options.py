@@ -45,10 +45,14 @@ def add_calibrate_parser(subparsers) -> argparse.ArgumentParser:
                    help="bound = lowest median x (1 - margin) (default 0.10)")
     p.add_argument("--efficiency-margin", type=float, default=_DEFAULT_MARGINS.efficiency,
                    help="bound = median efficiency - margin, in fraction units (default 0.03 = 3 points)")
-    p.add_argument("--straggler-margin", type=_margin_or_off, default=_DEFAULT_MARGINS.straggler,
-                   help="bound = highest straggler ratio + margin (default 0.04); off: no straggler bound")
+    p.add_argument("--straggler-factor", type=_margin_or_off, default=_DEFAULT_MARGINS.straggler_factor,
+                   help="[defaults] max_straggler_ratio = 1 + factor x (highest ratio of any multi-GPU run - 1) "
+                        f"(default {_DEFAULT_MARGINS.straggler_factor:g}); off: no straggler bound")
     p.add_argument("--cv-margin", type=_margin_or_off, default=_DEFAULT_MARGINS.step_time_cv,
-                   help="bound = highest step-time CV + margin (default 0.04); off: no CV bound")
+                   help="per case: bound = highest step-time CV + margin (default 0.04); off: no CV bound")
+    p.add_argument("--components", action="store_true",
+                   help="also run the component benchmarks (GEMM, HBM, host link, peer) --repeats times and write "
+                        "[components]: lowest x 0.90 (highest x 1.10 for peer latency)")
     p.add_argument("--output-dir", help="where <name>.toml is written (default: the thresholds directory)")
     p.add_argument("--force", action="store_true", help="replace an existing <name>.toml")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when a GPU is present, else cpu")

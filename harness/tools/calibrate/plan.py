@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal, Sequence
 
 from harness.node.hardware import Hardware, HardwareError
+from harness.node.presence import DeviceChoiceError, choose_device
 from harness.profile.match import check_homogeneous, select_profile
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profile
@@ -60,6 +61,11 @@ class CalibrationPlan:
     max_batch: int | None = None
     """find-max-bs cap (required on cpu when a model has no --batch-size)."""
     batch_multiple: int = DEFAULT_BATCH_MULTIPLE
+    independent_gpus: int = 1
+    """On how many GPUs (CPU ranks) the 1-GPU case runs at once, each training its own model, as the acceptance
+    suite runs it (harness/plugin/specs.py): every GPU of the node; on cpu the largest count calibrated."""
+    components: bool = False
+    """Also measure the component benchmarks and write [components] (--components)."""
     command_line: str = ""
 
     @property
@@ -146,10 +152,14 @@ def peaks_from_matching_profile(hw: Hardware, directories: Sequence[Path]) -> tu
 
 
 def _device(ns: argparse.Namespace, hw: Hardware) -> Literal["cuda", "cpu"]:
-    device = ns.device or hw.device
+    """--device, else cuda where a GPU is usable and cpu where no NVIDIA hardware is; a node showing NVIDIA
+    GPUs that cannot be used is refused (harness/node/presence.py): a quiet CPU calibration there would
+    write a CPU profile for a GPU node."""
+    try:
+        device = choose_device(ns.device, hw)
+    except DeviceChoiceError as exc:
+        raise CalibrationError(str(exc)) from None
     if device == "cuda":
-        if hw.device != "cuda":
-            raise CalibrationError(f"--device cuda, but no GPU was detected ({hw.nvml_unavailable_reason})")
         try:
             check_homogeneous(hw)
         except HardwareError as exc:
@@ -210,7 +220,7 @@ def _batch_sizes(ns: argparse.Namespace, device: str, models: tuple[str, ...]) -
 def _margins(ns: argparse.Namespace) -> Margins:
     try:
         return Margins(throughput=ns.throughput_margin, efficiency=ns.efficiency_margin,
-                       straggler=ns.straggler_margin, step_time_cv=ns.cv_margin)
+                       straggler_factor=ns.straggler_factor, step_time_cv=ns.cv_margin)
     except ValueError as exc:
         raise CalibrationError(str(exc)) from None
 
@@ -291,6 +301,7 @@ def plan_from_args(ns: argparse.Namespace, hw: Hardware, *, thresholds_dir: Path
         peak_tflops_given=bool(ns.peak_tflops),
         output_path=output_path, force=ns.force, description=ns.description, records_dir=records_dir,
         memory_fraction=ns.memory_fraction, max_batch=ns.max_batch, batch_multiple=ns.batch_multiple,
+        independent_gpus=hw.gpu_count if device == "cuda" else counts[-1], components=ns.components,
         command_line="")
     return dataclasses.replace(plan, command_line=canonical_command(plan))
 
@@ -314,7 +325,9 @@ def canonical_command(plan: CalibrationPlan) -> str:
     if plan.peak_tflops_given:
         parts += ["--peak-tflops", ",".join(f"{p}={v:g}" for p, v in plan.peak_tflops.items()),
                   "--peak-tflops-source", plan.peak_tflops_source or ""]
+    if plan.components:
+        parts.append("--components")
     parts += ["--warmup", f"{plan.warmup_seconds:g}", "--measure", f"{plan.measure_seconds:g}",
               "--throughput-margin", f"{m.throughput:g}", "--efficiency-margin", f"{m.efficiency:g}",
-              "--straggler-margin", _margin_arg(m.straggler), "--cv-margin", _margin_arg(m.step_time_cv)]
+              "--straggler-factor", _margin_arg(m.straggler_factor), "--cv-margin", _margin_arg(m.step_time_cv)]
     return shlex.join(parts)

@@ -7,15 +7,19 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from harness.node.hardware import Hardware
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, load_profile
 from harness.records import write_json_atomic
 from harness.tools.calibrate import CalibrationError
-from harness.tools.calibrate.bounds import CaseMeasurement, DerivedBounds, Margins
+from harness.tools.calibrate.bounds import CaseMeasurement, DerivedBounds
+from harness.tools.calibrate.components import components_lines
+from harness.tools.calibrate.health import (MIN_RUNS, POWER_MARGIN, UNIFORMITY_DEFICIT_FACTOR, UTIL_CASE_MARGIN_PCT,
+                                            HealthBound, HealthBounds)
 from harness.tools.calibrate.plan import CalibrationPlan
 from harness.tools.calibrate.provenance import Provenance
 
@@ -58,12 +62,6 @@ def _per_count(values: Sequence[str]) -> str:
     return " / ".join(values)
 
 
-def _health_margins_text(m: Margins) -> str:
-    straggler = f"straggler + {m.straggler:g}" if m.straggler is not None else "straggler not bounded"
-    cv = f"step CV + {m.step_time_cv:g}" if m.step_time_cv is not None else "step CV not bounded"
-    return f"{straggler}, {cv}"
-
-
 # ---------------------------------------------------------------------------------------------
 # Facts of the node
 
@@ -90,15 +88,61 @@ def run_timeout_seconds(cases: Sequence[CaseMeasurement], warmup_seconds: float,
 # The text
 
 
-def render_profile(plan: CalibrationPlan, hw: Hardware, cases: Sequence[CaseMeasurement],
-                   bounds: dict[tuple[str, str], DerivedBounds], prov: Provenance, warnings: Sequence[str]) -> str:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Measured:
+    """Everything a calibration measured, as the file states it."""
+
+    cases: Sequence[CaseMeasurement]
+    bounds: dict[tuple[str, str], DerivedBounds]
+    health: HealthBounds
+    components: tuple[dict[str, Any], list[str]] | None = None
+    """([components] values, how each came or why left out); None: not asked for (--components)."""
+
+
+def render_profile(plan: CalibrationPlan, hw: Hardware, measured: Measured, prov: Provenance,
+                   warnings: Sequence[str]) -> str:
     """The profile's TOML text: header (provenance, method, margins, warnings), tables, per-case comments."""
     lines = _header_lines(plan, prov, warnings)
     lines += _hardware_lines(plan, hw, prov)
-    lines += _run_and_defaults_lines(plan, cases, prov)
-    for case in cases:
-        lines += _case_lines(plan, case, bounds[(case.model, case.precision)], prov)
+    lines += _run_and_defaults_lines(plan, measured, prov)
+    for case in measured.cases:
+        own = measured.health.cases.get((case.model, case.precision), ())
+        lines += _case_lines(plan, case, measured.bounds[(case.model, case.precision)], own, prov)
+    lines += _stack_lines(prov)
+    if measured.components is not None:
+        values, rules = measured.components
+        lines += components_lines(values, rules, f"measured by harness calibrate on {', '.join(prov.hosts)} "
+                                                 f"{prov.date} ({prov.device_name}; {prov.software}): {plan.repeats} "
+                                                 f"runs; {'; '.join(rules)}; records {prov.records_dir}/components")
     return "\n".join(lines) + "\n"
+
+
+def _bound_lines(bounds: Sequence[HealthBound]) -> list[str]:
+    """Each written health bound with its rule as a comment; each left out as a comment saying why."""
+    def shown(value: float) -> str:
+        return str(value) if isinstance(value, int) else _toml_number(value)  # a whole percent stays whole
+
+    return [_with_comment(f"{b.key} = {shown(b.value)}", b.rule) if b.value is not None
+            else f"# {b.key} left out: {b.rule}" for b in bounds]
+
+
+def _health_text(bounds: Sequence[HealthBound]) -> str:
+    return "; ".join(b.text for b in bounds)
+
+
+def _stack_lines(prov: Provenance) -> list[str]:
+    """[stack]: the versions every record gave; one that differs between records is left out, and said."""
+    known = {key: value for key, value in (("torch", prov.torch), ("cuda", prov.cuda), ("nccl", prov.nccl),
+                                           ("driver", prov.driver)) if value}
+    mixed = [key for key, value in known.items() if " / " in value]
+    lines = ["", "# The stack every bound above was measured on (the records' versions): a run on another is told so.",
+             "[stack]"]
+    lines += [f"{key} = {_toml_string(value)}" for key, value in known.items() if key not in mixed]
+    source = f"versions recorded in every run record of this calibration ({prov.records_dir}/runs)"
+    if mixed:
+        source += f"; left out: {', '.join(mixed)} (the records disagree: {', '.join(known[k] for k in mixed)})"
+    lines.append(f"source = {_toml_string(source)}")
+    return lines
 
 
 def _header_lines(plan: CalibrationPlan, prov: Provenance, warnings: Sequence[str]) -> list[str]:
@@ -117,18 +161,26 @@ def _header_lines(plan: CalibrationPlan, prov: Provenance, warnings: Sequence[st
         f"# Method:     weak scaling at {counts_text} {'GPUs' if plan.device == 'cuda' else 'CPU ranks (gloo)'}; "
         f"{plan.repeats} repeat{'s' if plan.repeats != 1 else ''} of the whole matrix, one after the other",
         f"#             (so slow drift hits every case alike); warmup >= {plan.warmup_seconds:g} s, measured window "
-        f"{plan.measure_seconds:g} s.",
+        f"{plan.measure_seconds:g} s. The 1-GPU case ran on {plan.independent_gpus} "
+        f"{'GPUs' if plan.device == 'cuda' else 'CPU ranks'} at once, each its own model, as the acceptance",
+        "#             suite runs it: each GPU's own rate, their median the 1-GPU figure.",
         "# Statistics: per case and GPU count the median of the repeats; spread = (max - min) / median;",
         "#             efficiency = per-GPU throughput at N / at 1 GPU within a repeat, then its median.",
         "# Bounds:     min_samples_per_sec_per_gpu = lowest median over the GPU counts x "
         f"(1 - {m.throughput:g}), rounded down",
         f"#             min_weak_efficiency         = median efficiency - {m.efficiency:g}, rounded down",
         "#             max_straggler_ratio         = " + (
-            f"highest measured + {m.straggler:g}, rounded up" if m.straggler is not None
-            else "not bounded (--straggler-margin off)"),
+            f"1 + {m.straggler_factor:g} x (highest of any multi-GPU run - 1), rounded up" if m.straggler_factor
+            is not None else "not bounded (--straggler-factor off)"),
         "#             max_step_time_cv            = " + (
-            f"highest measured + {m.step_time_cv:g}, rounded up" if m.step_time_cv is not None
+            f"per case: its highest + {m.step_time_cv:g}, rounded up" if m.step_time_cv is not None
             else "not bounded (--cv-margin off)"),
+        f"#             min_gpu_utilization_pct     = per case: its lowest of any GPU - {UTIL_CASE_MARGIN_PCT:g} "
+        "points, rounded down",
+        f"#             min_power_fraction_of_limit = lowest of any GPU in any case x {POWER_MARGIN:g}, rounded down",
+        f"#             min_gpu_uniformity          = 1 - {UNIFORMITY_DEFICIT_FACTOR:g} x the worst (1 - slowest GPU / "
+        "median GPU) of any run, rounded down",
+        f"#             A health bound needs {MIN_RUNS} runs or more: with fewer it is left out, and said so below.",
         "#             Strong scaling is not calibrated: add strong_global_batch_size and min_strong_efficiency",
         "#             by hand (thresholds/README.md) if the node should be held to it.",
     ]
@@ -157,10 +209,11 @@ def _hardware_lines(plan: CalibrationPlan, hw: Hardware, prov: Provenance) -> li
     return lines
 
 
-def _run_and_defaults_lines(plan: CalibrationPlan, cases: Sequence[CaseMeasurement], prov: Provenance) -> list[str]:
-    """[run] (the durations calibrated with, a timeout from the launches seen) and [defaults] (the matrix)."""
+def _run_and_defaults_lines(plan: CalibrationPlan, measured: Measured, prov: Provenance) -> list[str]:
+    """[run] (the durations calibrated with, a timeout from the launches seen) and [defaults] (the matrix and the
+    node-wide health bounds, each with its rule, or why it is left out)."""
     m = plan.margins
-    timeout = run_timeout_seconds(cases, plan.warmup_seconds, plan.measure_seconds)
+    timeout = run_timeout_seconds(measured.cases, plan.warmup_seconds, plan.measure_seconds)
     lines = ["", "[run]",
              f"warmup_seconds = {_toml_number(plan.warmup_seconds)}",
              f"measure_seconds = {_toml_number(plan.measure_seconds)}",
@@ -170,10 +223,12 @@ def _run_and_defaults_lines(plan: CalibrationPlan, cases: Sequence[CaseMeasureme
               f"gpu_counts = [{', '.join(str(g) for g in plan.gpu_counts)}]",
               f"models = [{', '.join(_toml_string(x) for x in plan.models)}]",
               f"precisions = [{', '.join(_toml_string(x) for x in plan.precisions)}]",
+              *_bound_lines(measured.health.defaults),
               "source = " + _toml_string(
                   f"measured by harness calibrate on {', '.join(prov.hosts)} {prov.date} ({prov.software}); "
                   f"{plan.repeats} repeats; per-case bounds, margins: throughput x (1 - {m.throughput:g}), "
-                  f"efficiency - {m.efficiency:g}, {_health_margins_text(m)}")]
+                  f"efficiency - {m.efficiency:g}; health (harness/tools/calibrate/health.py): "
+                  f"{_health_text(measured.health.defaults)}")]
     return lines
 
 
@@ -199,7 +254,8 @@ def _measurement_comments(plan: CalibrationPlan, case: CaseMeasurement, b: Deriv
     return lines
 
 
-def _case_lines(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds, prov: Provenance) -> list[str]:
+def _case_lines(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds, health: Sequence[HealthBound],
+               prov: Provenance) -> list[str]:
     """One [models.<model>.<precision>] table: the batch, each bound with how it was derived, and its source."""
     m = plan.margins
     counts = case.counts
@@ -214,14 +270,7 @@ def _case_lines(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds, 
     if b.min_weak_efficiency:
         lines.append(_with_comment(f"min_weak_efficiency = {_toml_count_table(b.min_weak_efficiency)}",
                                    f"medians {_per_count(efficiency_medians)} - {m.efficiency:g}"))
-    if b.max_straggler_ratio is not None:
-        highest = max(c.straggler_ratio_max for c in counts if c.straggler_ratio_max is not None)
-        lines.append(_with_comment(f"max_straggler_ratio = {_toml_number(b.max_straggler_ratio)}",
-                                   f"highest {highest:.3f} + {m.straggler:g}"))
-    if b.max_step_time_cv is not None:
-        highest_cv = max(c.step_time_cv_max for c in counts)
-        lines.append(_with_comment(f"max_step_time_cv = {_toml_number(b.max_step_time_cv)}",
-                                   f"highest {highest_cv:.4f} + {m.step_time_cv:g}"))
+    lines += _bound_lines(health)
     medians = _per_count([f"{c.median:.1f}" for c in counts])
     spreads = _per_count([f"{c.spread:.1%}" for c in counts])
     gpus = "/".join(str(c.gpus) for c in counts)
@@ -232,7 +281,7 @@ def _case_lines(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds, 
         f"measured by harness calibrate on {', '.join(prov.hosts)} {prov.date} ({prov.device_name}; "
         f"{prov.software}): {case.sample_unit}/s per GPU medians of {plan.repeats} repeats {medians} at {gpus} GPUs "
         f"(spread {spreads}){efficiency_text}; batch {case.batch.batch_size} ({case.batch.how}); bounds: throughput x "
-        f"(1 - {m.throughput:g}) of the lowest median, efficiency - {m.efficiency:g}, {_health_margins_text(m)}; "
+        f"(1 - {m.throughput:g}) of the lowest median, efficiency - {m.efficiency:g}; health: {_health_text(health)}; "
         f"records {prov.records_dir}"))
     return lines
 
