@@ -18,11 +18,15 @@ are equal the MAD is 0 (the "exact fit" property every robust scale estimator ha
 floor any other value would be infinitely far; with it, the score stays finite and agrees with the
 flag, and the two conditions above flag exactly what they flagged without it (below the floor,
 ``|z| >= z_threshold`` and ``|relative| >= min_relative`` are the same condition). Flooring the MAD
-is what cmapR's ``robust_zscore(x, min_mad=...)`` (Bioconductor) does with an absolute floor; ours
+is what cmapR's ``robust_zscore(x, min_mad=...)`` does with an absolute floor (Bioconductor, the
+Connectivity Map's R package: https://bioconductor.org/packages/cmapR, man/robust_zscore.Rd); ours
 is relative to the median, so it needs no unit. A median of 0 (error counts) gives no floor: a MAD
 of 0 there falls back to 1.253314 × the mean absolute deviation around the median, as IBM's
 modified z-score does (IBM Cognos Analytics 11.1, "Modified z score": "If MAD does equal 0 ...
-divide by 1.253314*MeanAD"), which is 0 only when every value is equal (every z is then 0).
+divide by 1.253314*MeanAD"; https://www.ibm.com/docs/en/cognos-analytics/11.1.0?topic=terms-modified-z-score),
+which is 0 only when every value is equal (every z is then 0). With n values of which one is apart,
+that z is n / 1.2533 at most: below 3.5 for n < 5, so 3 or 4 values around a median of 0 flag
+nothing this way (their checks' bounds, 0 errors, judge them).
 """
 
 from __future__ import annotations
