@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -17,6 +18,8 @@ from fleet_sessions import NodePlan, fleet_plans, uuid_of, write_node
 from harness.cli import main
 from harness.fleet import prometheus, session_end, store
 from harness.fleet.collect import CollectError, find_run_dirs, read_session
+from harness.fleet.facts import CheckFact, SessionFacts
+from harness.fleet.page import render_csv, render_html, render_json
 from harness.fleet.view import build_fleet
 
 
@@ -207,6 +210,40 @@ def test_the_fleet_reads_the_store_as_well_as_report_directories(fleet_root, tmp
     assert out.startswith("INCOMPLETE: 0 nodes")
 
 
+def _clock_session(node: str, clock_mhz: float) -> SessionFacts:
+    """A node whose one figure is a quantised SM clock: most nodes report the very same value."""
+    check = CheckFact(test="test_gpu_state.py::test_gpu_state[gpu0]", case_key="gpu-state-gpu0", key="clocks",
+                      name="SM clock", kind="health", measured=clock_mhz, bound=1755.0, unit="MHz",
+                      comparison=">=", passed=clock_mhz >= 1755.0)
+    return SessionFacts(run_id=f"20261124-{node}", node=node, verdict="PASS", profile_name="h200",
+                        finished_at="2026-11-24T06:00:00+00:00", checks=(check,))
+
+
+def test_a_fleet_of_identical_values_and_one_capped_node_has_finite_scores_everywhere():
+    # Eleven nodes at exactly 1980 MHz: the MAD is 0. The twelfth, capped at 1785 MHz (within the
+    # bound), is 9.8 % below: flagged, with a score the page, the JSON and the CSV can all print.
+    sessions = [_clock_session(f"gpu-node{i:02d}", 1980.0) for i in range(1, 12)]
+    view = build_fleet([*sessions, _clock_session("gpu-node12", 1785.0)])
+    (figure,) = view["figures"]
+    assert figure["mad"] == 0 and figure["scale_basis"] == "floor"
+    assert "robust SD 11.31 MHz (the floor, 2 % of the median / 3.5: 1.4826 × MAD is 0)" == figure["scale_text"]
+    assert [(o["node"], o["robust_z_text"]) for o in view["outliers"]] == [("gpu-node12", "-17.2")]
+    assert {r["robust_z_text"] for r in figure["rows"] if r["node"] != "gpu-node12"} == {"+0.0"}
+    html, text, table = render_html(view), render_json(view), render_csv(view)
+    assert figure["scale_text"] in html
+    for shown in (html, text, table):
+        assert not re.search(r"∞|\binf\b|\bnan\b|Infinity", shown, re.IGNORECASE)
+    rows = {row["node"]: row for row in csv.DictReader(io.StringIO(table))}
+    assert float(rows["gpu-node12"]["robust_z"]) == pytest.approx((1785 - 1980) / (0.02 * 1980 / 3.5))
+    assert json.loads(text)["outliers"][0]["robust_z"] == pytest.approx(-17.235, abs=1e-3)
+
+
+def test_identical_healthy_nodes_are_not_outliers():
+    view = build_fleet([_clock_session(f"gpu-node{i:02d}", 1980.0) for i in range(1, 9)])
+    assert view["verdict"] == "PASS" and view["outliers"] == []
+    assert view["figures"][0]["scale_basis"] == "floor"
+
+
 # --- Prometheus --------------------------------------------------------------------------------
 
 SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>.*)\} (?P<value>\S+)$')
@@ -265,6 +302,20 @@ def test_label_values_with_quotes_backslashes_and_newlines_round_trip(fleet_root
                                                       "node": odd}))
     samples = parse_exposition(text)
     assert all(dict(labels)["node"] == odd for _, labels in samples)
+
+
+def test_a_value_that_is_not_a_number_is_left_out_of_the_prometheus_text(fleet_root):
+    session = read_session(find_run_dirs([fleet_root])[0])
+    odd = [CheckFact(test="t", case_key="c", key=key, name=key, kind="health", measured=value, bound=bound,
+                     unit="x", comparison=">=", passed=None)
+           for key, value, bound in (("nan", math.nan, 1.0), ("inf", math.inf, 1.0), ("bound_inf", 2.0, -math.inf))]
+    text = prometheus.exposition(session.__class__(**{**{f: getattr(session, f) for f in session.__slots__},
+                                                      "checks": (*session.checks, *odd)}))
+    assert not re.search(r"NaN|Inf", text)
+    samples = parse_exposition(text)
+    measured = {dict(labels)["check"] for (name, labels), _ in samples.items() if name == "harness_check_measured"}
+    bounds = {dict(labels)["check"] for (name, labels), _ in samples.items() if name == "harness_check_bound"}
+    assert {"nan", "inf"}.isdisjoint(measured) and "bound_inf" in measured and "bound_inf" not in bounds
 
 
 # --- the session's end -------------------------------------------------------------------------

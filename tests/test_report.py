@@ -9,6 +9,7 @@ failures, interruptions and hostile strings are made by editing a copy of it.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import re
 import shutil
@@ -27,6 +28,8 @@ from harness.report.sections.cases import record_facts
 ROOT = Path(__file__).resolve().parents[1]
 H200_RUN = ROOT / "docs" / "data" / "2026-11-21-h200x4-acceptance"
 CPU_RUN = ROOT / "docs" / "examples" / "cpu" / "run"
+VERDICTS = ROOT / "docs" / "data" / "2026-11-24-h200x1-verdicts"
+"""Sessions on one H200 that recorded their verdict; the dataset kept their session.json only."""
 HOSTILE = "<script>alert(1)</script>"
 FAILED_NODE = "test_scaling.py::test_weak_scaling[resnet152-bf16-4gpu]"
 SLOW_NODE = "test_scaling.py::test_weak_scaling[vit_b_16-fp16-2gpu]"
@@ -280,6 +283,46 @@ def test_missing_report_json_and_an_interrupted_session_is_incomplete(h200_dir: 
     assert "12 without outcome" in html
     assert "pytest recorded no outcome for this test" in html
     assert "Run records without a test result (12)" in html  # runs/ still has the later launches
+
+
+def _session_only(name: str, tmp_path: Path) -> Path:
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    (run_dir / "session.json").write_bytes(gzip.decompress((VERDICTS / f"{name}-session.json.gz").read_bytes()))
+    return run_dir
+
+
+def _banner(html: str) -> str:
+    return re.search(r'<header class="banner.*?</header>', html, re.S).group(0)
+
+
+def test_a_recorded_verdict_without_report_json_is_shown_with_the_session_tally_and_a_note(tmp_path: Path):
+    banner = _banner(build_report(_session_only("matrix1", tmp_path)))
+    assert _verdict(banner) == "PASS" and 'data-recorded="yes"' in banner
+    assert "PASS — full: 14 profile cases of this node" in banner
+    assert "14 passed" in banner and "29 skipped" in banner and "without outcome" not in banner
+    # The session wrote session.json at its end: it was not killed, and the verdict is its own.
+    assert "probably killed" not in banner and "Incomplete:" not in banner
+    assert "Note: report.json missing, though the session ended" in banner
+
+
+def test_a_recorded_fail_names_its_causes_and_a_recorded_incomplete_what_did_not_run(tmp_path: Path):
+    failed = _banner(build_report(_session_only("selftest-1-foreign_load", tmp_path)))
+    assert _verdict(failed) == "FAIL" and "1 failed" in failed and "0 passed" in failed
+    assert "Failed: foreign_processes ×1, on pid 688 (python3) on GPU 0" in failed
+    assert "no all-reduce bandwidth test ran in this session" in build_report(tmp_path / "selftest-1-foreign_load")
+    partial = _banner(build_report(_session_only("path2", tmp_path)))
+    assert _verdict(partial) == "INCOMPLETE" and "scope: partial: 6 of 14 profile cases · exit status 6" in partial
+    assert partial.count("Did not run: ") == 9 and "6 passed" in partial and "11 skipped" in partial
+    assert "None: no benchmark ran in this session" in build_report(tmp_path / "path2")
+
+
+def test_without_a_recorded_verdict_a_missing_report_json_still_says_the_session_was_probably_killed(
+        h200_dir: Path):
+    (h200_dir / "report.json").unlink()
+    html = build_report(h200_dir)
+    assert "Incomplete: report.json missing" in html and "probably killed" in html
+    assert "24 without outcome" in html
 
 
 def test_a_report_json_cut_short_is_read_as_missing(h200_dir: Path):

@@ -13,7 +13,7 @@ import pytest
 
 from harness.report.browser import load_in_chromium, screenshot
 from harness.report.render import write_report
-from test_report import _poison, contract_copy
+from test_report import _poison, _session_only, contract_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {
@@ -50,6 +50,14 @@ def test_a_screenshot_is_written(built: Path):
     screenshot(built, png)
     data = png.read_bytes()
     assert data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+@pytest.mark.parametrize("name", ["matrix1", "selftest-1-foreign_load", "path2"])
+def test_pages_of_recorded_pass_fail_and_incomplete_verdicts_load_cleanly(name: str, tmp_path: Path):
+    """The sessions docs/examples/h200-{pass,fail,incomplete}/ are built from (session.json only)."""
+    dom, errors = load_in_chromium(write_report(_session_only(name, tmp_path)))
+    assert errors == []
+    assert 'data-recorded="yes"' in dom and 'id="thresholds"' in dom
 
 
 def test_console_errors_are_caught(tmp_path: Path):

@@ -37,7 +37,8 @@ def render_html(view: dict) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """JSON-safe: no charts (markup), no infinities (a robust z of ±inf is written as null)."""
+    """JSON-safe: no charts (markup); a float that is not finite (none is expected: the robust z is
+    finite since the scale has a floor) is written as null, never as the non-JSON Infinity or NaN."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items() if k != "chart"}
     if isinstance(value, list):

@@ -46,10 +46,7 @@ def _series(name: str, labels: dict[str, str]) -> str:
 
 
 def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
+    """A finite value (``add`` leaves the others out) as the exposition format writes it."""
     return repr(float(value)) if value != int(value) or abs(value) >= 1e15 else str(int(value))
 
 
@@ -69,6 +66,10 @@ def exposition(session: SessionFacts) -> str:
 
     def add(name: str, labels: dict[str, str], value: float) -> None:
         # One sample per series: a second check with the same labels would make the file invalid.
+        # No NaN or ±Inf sample: the format allows them, but neither is a measurement (and NaN makes
+        # every alert comparison false); such a value is left out, as a check not evaluated is.
+        if not math.isfinite(value):
+            return
         series = _series(name, labels)
         samples[name].setdefault(series, f"{series} {_number(value)}")
 

@@ -37,7 +37,8 @@ def fmt_pct(fraction: float | None) -> str:
 
 
 def fmt_z(z: float) -> str:
-    return "∞" if math.isinf(z) and z > 0 else "-∞" if math.isinf(z) else f"{z:+.1f}"
+    # outliers.robust_z is always finite; a dash rather than "inf" should one ever reach the page.
+    return f"{z:+.1f}" if math.isfinite(z) else "—"
 
 
 def latest_per_node(sessions: Iterable[SessionFacts]) -> tuple[list[SessionFacts], list[SessionFacts]]:
@@ -82,9 +83,20 @@ def fleet_verdict(latest: list[SessionFacts], missing: list[str], problems: list
 
 
 def _calm_range(found: Spread, rule: OutlierRule) -> tuple[float, float]:
-    """Where a value is not an outlier: within the z threshold or within the relative floor."""
-    half = max(rule.z_threshold * MAD_TO_SIGMA * found.mad, rule.min_relative * abs(found.median))
+    """Where a value is not an outlier: within the z threshold (the scale is floored at the relative
+    distance, so this is also within the relative floor)."""
+    half = rule.z_threshold * found.scale
     return found.median - half, found.median + half
+
+
+def _scale_text(found: Spread, rule: OutlierRule, unit: str) -> str:
+    """What the robust z-scores of a figure divide by, in words, for the page."""
+    scale = f"{fmt_value(found.scale)}{' ' + unit if unit else ''}"
+    return {"mad": f"robust SD {scale} (1.4826 × MAD)",
+            "floor": f"robust SD {scale} (the floor, {rule.min_relative * 100:g} % of the median / "
+                     f"{rule.z_threshold:g}: 1.4826 × MAD is {fmt_value(MAD_TO_SIGMA * found.mad)})",
+            "mean_ad": f"robust SD {scale} (1.2533 × the mean absolute deviation: the MAD and the median are 0)",
+            "none": "every value equal"}[found.scale_basis]
 
 
 def _figure(meta: dict, values: dict, extra: dict, rule: OutlierRule) -> dict | None:
@@ -118,6 +130,8 @@ def _figure(meta: dict, values: dict, extra: dict, rule: OutlierRule) -> dict | 
                               for r in rows])
     return {**meta, "id": _slug(meta["level"], meta["profile"], meta["case_key"], meta["key"]),
             "median": found.median, "median_text": fmt_value(found.median), "mad": found.mad,
+            "scale": found.scale, "scale_basis": found.scale_basis,
+            "scale_text": _scale_text(found, rule, meta["unit"]),
             "count": found.count, "who": who, "judged": found.count >= rule.min_count, "rows": rows,
             "outliers": sum(r["outlier"] for r in rows), "chart": chart}
 

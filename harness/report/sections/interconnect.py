@@ -68,7 +68,9 @@ def interconnect_missing(header: dict) -> str:
     """Why no bandwidth is drawn: the test did not run, or each run's failure."""
     interconnect = header.get("interconnect")
     if not isinstance(interconnect, dict):
-        return "Not recorded: this harness version runs no all-reduce bandwidth test."
+        # A harness with the test writes "interconnect" only when it ran: absent, it did not run here.
+        return ("Not recorded: no all-reduce bandwidth test ran in this session "
+                "(not selected, or a harness version without one).")
     failures = [f"{as_text(g)} GPUs: {as_text(as_dict(run).get('failure'))}"
                 for g, run in as_dict(interconnect.get("runs")).items() if as_dict(run).get("failure")]
     return "No all-reduce bandwidth was measured" + (f" ({'; '.join(failures[:4])})." if failures else ".")

@@ -54,6 +54,8 @@ def telemetry_missing(tests: list[SessionTest]) -> str:
     reasons = list(dict.fromkeys(
         as_text(telemetry.get("reason")) for telemetry in (as_dict(t.record.get("telemetry")) for t in tests)
         if telemetry and telemetry.get("status") != "ok" and telemetry.get("reason")))
+    if not reasons and not any(t.record.get("model") for t in tests):
+        return "None: no benchmark ran in this session, so no GPU timeline was sampled."
     if not reasons:
         return ("Not recorded: this harness version collects no GPU utilization, power or temperature timelines "
                 "(the utilization check of each test says “not evaluated”).")

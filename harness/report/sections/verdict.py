@@ -4,7 +4,9 @@ The verdict shown is the one the session recorded (session.json ``session_verdic
 ``harness.session_verdict``: harness/checks/session.py), so the page says what the terminal, the
 JSON, JUnit and the exit code said. A run directory without one (an older harness, a session killed
 before its end) says "session verdict: not recorded" and shows the banner derived from the test
-outcomes below, as before.
+outcomes below, as before. Where the verdict is recorded but report.json is not there (removed as
+cut short, or not kept with session.json), the counts are the session's own tally, and what the
+page could not read is a note, not a reason for a verdict the session already gave.
 """
 
 from __future__ import annotations
@@ -34,10 +36,16 @@ def _exit_status(inputs: RunInputs) -> int | None:
     return exitstatus if exitstatus is not None else as_int(as_dict(inputs.report).get("exitcode"))
 
 
-def _incomplete(inputs: RunInputs, tests: list[SessionTest], counts: dict[str, int], missing: int) -> list[str]:
-    """Every reason this session's results are not the whole story."""
+def _incomplete(inputs: RunInputs, tests: list[SessionTest], counts: dict[str, int], missing: int,
+                *, ended: bool) -> list[str]:
+    """Every reason this session's results are not the whole story. ``ended``: session.json records the
+    session's verdict, which it writes at the session's end only, so the session was not killed."""
     reasons: list[str] = []
-    if inputs.report is None:
+    if inputs.report is None and ended:
+        reasons.append(f"report.json {inputs.report_problem}, though the session ended (session.json records its "
+                       "verdict): the file was removed, never written or not copied with session.json; the "
+                       "outcomes below are derived from each result's checks")
+    elif inputs.report is None:
         reasons.append(f"report.json {inputs.report_problem}: pytest did not finish its report, so the "
                        "test outcomes below come from session.json and runs/ (the session was probably killed)")
     exitstatus = _exit_status(inputs)
@@ -47,7 +55,7 @@ def _incomplete(inputs: RunInputs, tests: list[SessionTest], counts: dict[str, i
     elif exitstatus in (3, 4):
         reasons.append(f"pytest ended with exit status {exitstatus} "
                        f"({'internal error' if exitstatus == 3 else 'usage error'})")
-    if missing:
+    if missing and not ended:
         reasons.append(f"{missing} test{'s have' if missing > 1 else ' has'} no recorded outcome")
     if tests and not any(counts[k] for k in ("passed", "failed", "error", "interrupted")) and not missing:
         reasons.append("no test ran: every test was skipped")
@@ -66,7 +74,8 @@ def _wall_seconds(inputs: RunInputs, header: dict) -> float | None:
 def build_verdict(inputs: RunInputs, header: dict, tests: list[SessionTest]) -> dict:
     """The banner: any failure is FAIL (even in an interrupted run); else any gap is INCOMPLETE; else PASS."""
     counts, missing = _counts(tests)
-    incomplete = _incomplete(inputs, tests, counts, missing)
+    recorded = _recorded_verdict(inputs)
+    incomplete = _incomplete(inputs, tests, counts, missing, ended=recorded is not None)
     notes = [f"session.json {inputs.session_problem}"] if inputs.session is None else []
     notes += inputs.record_problems
     derived_failures = sum(1 for t in tests if t.outcome is None and t.derived_outcome == "failed")
@@ -76,10 +85,12 @@ def build_verdict(inputs: RunInputs, header: dict, tests: list[SessionTest]) -> 
         state = "incomplete"
     else:
         state = "pass"
-    recorded = _recorded_verdict(inputs)
     if recorded is not None:
         state = recorded["verdict"].lower()
+        if inputs.report is None:  # pytest's outcomes are gone; the session's own tally of them is not
+            counts, missing = _recorded_counts(recorded, counts), 0
     return {"state": state, "title": _TITLES[state], "session_verdict": _session_verdict_view(recorded),
+            "gap_label": "Note" if recorded is not None else "Incomplete",
             "counts": counts, "missing": missing, "derived_failures": derived_failures, "total": len(tests),
             "incomplete": incomplete, "notes": notes, "exitstatus": _exit_status(inputs),
             "run_id": as_text(header.get("run_id")) or clean_text(inputs.run_dir.name, KEY_CHARS, one_line=True),
@@ -94,6 +105,16 @@ def _recorded_verdict(inputs: RunInputs) -> dict | None:
     if recorded is None:
         recorded = stored_verdict(as_dict(as_dict(inputs.report).get("harness")).get("session_verdict"))
     return recorded
+
+
+def _recorded_counts(recorded: dict, derived: dict[str, int]) -> dict[str, int]:
+    """The outcome counts the session tallied at its end (a count it did not record stays as derived)."""
+    tally = as_dict(recorded.get("counts"))
+    counts = {}
+    for name, count in derived.items():
+        value = as_int(tally.get(name))
+        counts[name] = count if value is None else value
+    return counts
 
 
 def _session_verdict_view(recorded: dict | None) -> dict:
