@@ -15,8 +15,8 @@ from harness.profile.load import cli_check, load_profile
 from harness.records import RankStats, StepTimeStats
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.components import component_bounds
-from harness.tools.calibrate.health import (calibrated_health, cv_bound, power_bound, straggler_bound, util_bound,
-                                            uniformity_bound)
+from harness.tools.calibrate.health import (calibrated_health, cv_bound, power_bound, soak_decay_bound,
+                                            straggler_bound, uniformity_bound, util_bound)
 from harness.tools.calibrate.cli import cli_calibrate
 from harness.tools.calibrate.measure import run_calibration
 from harness.tools.calibrate.plan import plan_from_args
@@ -293,3 +293,27 @@ def test_the_shipped_h100_component_bounds_come_out_of_their_runs():
     assert values["min_gemm_tflops"] == shipped.min_gemm_tflops
     assert (values["min_hbm_copy_gbps"], values["min_h2d_concurrent_gbps"]) == (shipped.min_hbm_copy_gbps,
                                                                                  shipped.min_h2d_concurrent_gbps)
+
+
+def test_the_soak_bound_is_twice_the_worst_healthy_decay_and_absent_when_nothing_slowed():
+    assert soak_decay_bound([0.00453, 0.00433, 0.0032, 0.00096]) == 0.01
+    assert soak_decay_bound([0.00253, 0.00099, 0.00126]) == 0.006
+    assert soak_decay_bound([0.002, 0.0025]) == 0.005  # float noise does not add a step
+    assert soak_decay_bound([-0.001, 0.0]) is None  # "twice the worst" of no slowdown would fail every soak
+
+
+@pytest.mark.parametrize("profile, pattern", [("h100-80gb", "h100-*"), ("h200", "h200-*")])
+def test_the_shipped_soak_bounds_come_out_of_their_soaks(profile, pattern, capsys):
+    import importlib.util
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "soak_bounds.py"
+    spec = importlib.util.spec_from_file_location("bench_soak_bounds", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    paths = sorted((DATA / "2026-11-24-soak").glob(pattern))
+    assert len(paths) >= 3  # issue 17: three healthy runs or more
+    assert module.main([str(p) for p in paths]) == 0
+    shipped = load_profile(Path(__file__).resolve().parent.parent / "thresholds" / f"{profile}.toml").soak
+    decays = [module.read_soak(p)["throughput_decay"] for p in paths]
+    assert shipped.max_throughput_decay == soak_decay_bound(decays)
+    assert f"max_throughput_decay = {shipped.max_throughput_decay}" in capsys.readouterr().out

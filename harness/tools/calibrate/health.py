@@ -16,6 +16,8 @@ The rules (issue 17: every health bound from >= 3 healthy runs, with its margin 
                                rounded up to 0.001
   min_gpu_uniformity           1 - UNIFORMITY_DEFICIT_FACTOR x the worst deficit (1 - slowest GPU / median
                                GPU of one run), rounded down to 0.001, on GPUs only
+  [soak] max_throughput_decay  SOAK_DECAY_FACTOR x the highest decay of any healthy soak, rounded up to
+                               0.001 (benchmarks/soak_bounds.py; none when no soak slowed at all)
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ STRAGGLER_EXCESS_FACTOR = 2.0
 UNIFORMITY_DEFICIT_FACTOR = 2.0
 """The bound allows twice the worst healthy deficit: 100 healthy multi-GPU H200 records, worst slowest /
 median GPU 0.9891, give 0.978, which a GPU 5 % slower than its one peer fails (thresholds/h200.toml)."""
+SOAK_DECAY_FACTOR = 2.0
+"""The soak's throughput-decay bound allows twice the worst healthy decay (last window vs first), as the
+straggler bound allows twice the worst healthy excess: a healthy GPU slows a little while it warms up
+under its power limit (H100 0.32-0.45 % over 2 min), a throttling or sagging one slows more."""
 MIN_RUNS = 3
 """Healthy runs a bound needs (issue 17): with fewer, calibrate leaves the key out and says so."""
 
@@ -137,6 +143,13 @@ def straggler_bound(ratios: Iterable[float], factor: float = STRAGGLER_EXCESS_FA
 
 def uniformity_bound(fractions: Iterable[float], factor: float = UNIFORMITY_DEFICIT_FACTOR) -> float:
     return round_down(1 - factor * (1 - min(fractions)), 3)
+
+
+def soak_decay_bound(decays: Iterable[float], factor: float = SOAK_DECAY_FACTOR) -> float | None:
+    """[soak] max_throughput_decay from healthy soaks' decays; None when none slowed (a rule of "twice
+    the worst" then gives 0, which every soak's noise would fail: the profile needs other soaks)."""
+    worst = max(decays)
+    return round_up(factor * worst, 3) if worst > 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
