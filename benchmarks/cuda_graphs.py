@@ -18,6 +18,8 @@ runs (torch.profiler, outside the window; kernels replayed from a graph are coun
     python benchmarks/cuda_graphs.py --configs resnet50:fp16:256 resnet50:fp16:32 --steps 100
 
 Prints one JSON line per (config, mode): images/s, the ratio to eager, loss, kernels per step.
+What it printed on H100 and H200, and why the harness keeps timing the eager step: docs/measurements.md
+"CUDA graphs for the step".
 """
 
 from __future__ import annotations
