@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.node.gpu_state import read_gpu_states
-from harness.node.hardware import GpuInfo, visible_nvml_indices
-from harness.node.nvml import GIB_BYTES, installed_pynvml, nvml_text
+from harness.node.hardware import GpuInfo, HardwareError, nvml_visible_indices, read_gpu
+from harness.node.nvml import installed_pynvml
 from harness.node.processes import gpu_processes
 from harness.node.xid import XidWatcher
+from harness.records import write_text_atomic
 
 STOP_FILE = "stop"
 """Written by the driver into the probe directory when the session ends: every watcher then ends."""
@@ -55,16 +56,9 @@ def list_gpus(nvml: Any = None) -> tuple[list[GpuInfo], str | None]:
     except nvml.NVMLError as err:
         return [], f"NVML unavailable: {err}"
     try:
-        count = int(nvml.nvmlDeviceGetCount())
-        handles = {index: nvml.nvmlDeviceGetHandleByIndex(index) for index in range(count)}
-        visible = visible_nvml_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), count,
-                                       lambda index: nvml_text(nvml.nvmlDeviceGetUUID(handles[index])))
-        gpus = [GpuInfo(index=index, uuid=nvml_text(nvml.nvmlDeviceGetUUID(handle)),
-                        name=nvml_text(nvml.nvmlDeviceGetName(handle)),
-                        memory_total_gib=round(nvml.nvmlDeviceGetMemoryInfo(handle).total / GIB_BYTES, 1),
-                        pci_bus_id=nvml_text(nvml.nvmlDeviceGetPciInfo(handle).busId))
-                for index in visible for handle in (handles[index],)]
-    except nvml.NVMLError as err:
+        visible = nvml_visible_indices(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"), int(nvml.nvmlDeviceGetCount()))
+        gpus = [read_gpu(nvml, index) for index in visible]  # as detect() reads the driver's node
+    except (nvml.NVMLError, HardwareError) as err:
         return [], f"NVML opened but could not list the GPUs: {err}"
     finally:
         try:
@@ -88,13 +82,6 @@ def snapshot(phase: str, host: str, gpus: Sequence[GpuInfo], why: str | None, nv
     return {**data, "status": "ok", "why": problems, "states": [s.to_dict() for s in states], "processes": busy}
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Whole or not at all: the driver reads the file as soon as it exists."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(data, indent=1))
-    os.replace(partial, path)
-
-
 def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: threading.Event | None = None,
           poll_s: float = STOP_POLL_S) -> int:
     """Start snapshot, XIDs until ``stop`` (the file, a signal, or the event), end snapshot."""
@@ -103,7 +90,9 @@ def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: thre
     stop = stop or threading.Event()
     directory.mkdir(parents=True, exist_ok=True)
     gpus, why = list_gpus(nvml)
-    write_json(node_file(directory, host, "start"), snapshot("start", host, gpus, why, nvml))
+    # Whole or not at all (the driver reads a file as soon as it exists), in the run directory's one mode.
+    start = snapshot("start", host, gpus, why, nvml)
+    write_text_atomic(node_file(directory, host, "start"), json.dumps(start, indent=1))
     watcher = XidWatcher(gpus, nvml).start() if why is None else None
     while not stop.is_set() and not (directory / STOP_FILE).exists():
         stop.wait(poll_s)
@@ -111,7 +100,7 @@ def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: thre
         watcher.stop()
     end = snapshot("end", host, gpus, why, nvml)
     end["xid"] = watcher.to_dict() if watcher is not None else {"failure": why, "status": {}, "events": []}
-    write_json(node_file(directory, host, "end"), end)
+    write_text_atomic(node_file(directory, host, "end"), json.dumps(end, indent=1))
     return 0
 
 

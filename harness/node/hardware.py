@@ -161,17 +161,14 @@ def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[
     except nvml.NVMLError as err:
         raise HardwareError(f"NVML initialised but could not count the GPUs: {err}") from err
 
-    def uuid_of(index: int) -> str:
-        return nvml_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index)))
-
     try:
-        visible = visible_nvml_indices(cuda_visible_devices, nvml_gpu_count, uuid_of)
+        visible = nvml_visible_indices(nvml, cuda_visible_devices, nvml_gpu_count)
     except nvml.NVMLError as err:
         raise HardwareError(
             f"NVML could not read the GPU UUIDs needed to resolve CUDA_VISIBLE_DEVICES="
             f"{cuda_visible_devices}: {err}"
         ) from err
-    gpus = tuple(_read_gpu(nvml, index) for index in visible)
+    gpus = tuple(read_gpu(nvml, index) for index in visible)
     hidden = tuple(gpu for index in range(nvml_gpu_count) if index not in visible
                    and (gpu := _read_hidden_gpu(nvml, index)) is not None)
     if not gpus:
@@ -197,7 +194,17 @@ def _detect_with_nvml(nvml: Any, cuda_visible_devices: str | None, common: dict[
     )
 
 
-def _read_gpu(nvml: Any, index: int) -> GpuInfo:
+def nvml_visible_indices(nvml: Any, cuda_visible_devices: str | None, nvml_gpu_count: int) -> tuple[int, ...]:
+    """``visible_nvml_indices`` with the UUIDs read through an initialised ``nvml``; raises nvml.NVMLError."""
+
+    def uuid_of(index: int) -> str:
+        return nvml_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index)))
+
+    return visible_nvml_indices(cuda_visible_devices, nvml_gpu_count, uuid_of)
+
+
+def read_gpu(nvml: Any, index: int) -> GpuInfo:
+    """GPU ``index`` as NVML (initialised) describes it; HardwareError, saying what to do, when it cannot."""
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         return GpuInfo(
@@ -217,7 +224,7 @@ def _read_gpu(nvml: Any, index: int) -> GpuInfo:
 
 def _read_hidden_gpu(nvml: Any, index: int) -> GpuInfo | None:
     try:
-        return _read_gpu(nvml, index)
+        return read_gpu(nvml, index)
     except HardwareError:
         return None  # a GPU the run will not use does not stop detection; the shape check counts it
 
