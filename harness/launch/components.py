@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence
 
 from harness.launch.command import worker_command
 from harness.launch.spec import LaunchedSpec, LaunchSettings, check_positive_seconds
@@ -74,6 +74,16 @@ class ComponentsSpec(LaunchedSpec):
     def plan(self, run_dir: Path, run_id: str) -> ComponentsPlan:
         return ComponentsPlan(device=self.device, parts=self.parts, sizes=self.sizes, placements=self.placements,
                               run_dir=Path(run_dir), run_id=run_id)
+
+
+def node_components_spec(device: str, gpus: Sequence[GpuInfo],
+                         launch: Callable[[int], LaunchSettings]) -> ComponentsSpec:
+    """The component launch of a node, as acceptance and calibrate run it: every GPU at once with the GPU
+    sizes; on a CPU profile one rank, GEMM and memory only (its figures are a self-check). ``launch`` gives
+    the LaunchSettings for a number of GPUs (ranks)."""
+    if device == "cuda":
+        return ComponentsSpec(launch=launch(len(gpus)), sizes=GPU_SIZES, placements=placements_of(gpus))
+    return ComponentsSpec(launch=launch(1), sizes=CPU_SIZES, parts=("gemm", "hbm"))
 
 
 @dataclass(kw_only=True)

@@ -18,8 +18,7 @@ import pytest
 
 from harness.checks import components as checks
 from harness.checks.verdict import Check, telemetry_checks
-from harness.launch.components import (CPU_SIZES, GPU_SIZES, ComponentsRun, ComponentsSpec, placements_of,
-                                       run_components)
+from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext
 from harness.plugin.options import LEVELS
@@ -122,10 +121,7 @@ def parametrize(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_accep
 
 def components_spec(ctx: SessionContext) -> ComponentsSpec:
     """Every GPU of the node at once; one rank on a CPU profile (its figures are a self-check)."""
-    if ctx.device == "cuda":
-        return ComponentsSpec(launch=launch_settings(ctx, ctx.hardware.gpu_count), sizes=GPU_SIZES,
-                              placements=placements_of(ctx.hardware.gpus))
-    return ComponentsSpec(launch=launch_settings(ctx, 1), sizes=CPU_SIZES, parts=("gemm", "hbm"))
+    return node_components_spec(ctx.device, ctx.hardware.gpus, lambda gpus: launch_settings(ctx, gpus))
 
 
 def _one_gpu(telemetry: dict | None, uuid: str | None) -> dict | None:

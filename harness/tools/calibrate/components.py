@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
-from harness.launch.components import (CPU_SIZES, GPU_SIZES, ComponentsRun, ComponentsSpec, placements_of,
-                                       run_components)
+from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.launch.spec import LaunchSettings
 from harness.node.hardware import Hardware
 from harness.tools.calibrate import CalibrationError
@@ -83,14 +82,10 @@ def component_bounds(runs: list[dict], margin: float) -> tuple[dict[str, Any], l
     return values, rules
 
 
-def components_spec(hw: Hardware, device: str, timeout_s: float) -> ComponentsSpec:
-    """What the acceptance suite launches (harness/plugin/components.py): every GPU at once with the GPU sizes;
-    on cpu one rank, GEMM and memory only."""
-    if device == "cuda":
-        return ComponentsSpec(launch=LaunchSettings(gpus_per_node=hw.gpu_count, device="cuda", timeout_s=timeout_s),
-                              sizes=GPU_SIZES, placements=placements_of(hw.gpus))
-    return ComponentsSpec(launch=LaunchSettings(gpus_per_node=1, device="cpu", timeout_s=timeout_s), sizes=CPU_SIZES,
-                          parts=("gemm", "hbm"))
+def components_spec(hw: Hardware, device: Literal["cuda", "cpu"], timeout_s: float) -> ComponentsSpec:
+    """What the acceptance suite launches (harness/plugin/components.py), with calibrate's time limit."""
+    return node_components_spec(device, hw.gpus,
+                                lambda gpus: LaunchSettings(gpus_per_node=gpus, device=device, timeout_s=timeout_s))
 
 
 Runner = Callable[..., ComponentsRun]
