@@ -2,17 +2,23 @@
 against a profile: what a healthy GPU node's probe says, and how long it takes.
 
     python benchmarks/remote_gpu_state.py --profile h100-80gb --watch-seconds 10 --out out/remote_gpu_state.json
+    python benchmarks/remote_gpu_state.py --load session --watch-seconds 30       # the session's ranks on every GPU
+    python benchmarks/remote_gpu_state.py --load session+foreign --watch-seconds 30   # and a foreign job on GPU 0
 
 The driver's side (harness/plugin/remote_gpu_state.py) starts the probe with its srun prefix cut off
-(no Slurm needed), waits for the start snapshot, lets it watch for XIDs, stops it with the ``stop``
-file and judges every GPU with the GPU-state checks. On a healthy node every check passes, or is not
-evaluated where the profile's ``allow_unsupported`` says so; the same as ``test_gpu_state[gpuN]``.
+(no Slurm needed), waits for the start snapshot, lets it watch, stops it with the ``stop`` file and
+judges every GPU with the GPU-state checks, throttling and foreign processes over the session included
+(harness/checks/node_load.py). ``--load`` puts a bf16 GEMM loop on the GPUs meanwhile: ``session``
+carries the session's owner tag (as every launch of a session does), ``foreign`` does not. On a healthy
+node every check passes, or is not evaluated where the profile's ``allow_unsupported`` says so; the
+same as ``test_gpu_state[<node>-gpuN]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.gpu_state import gpu_state_checks
+from harness.launch.cleanup import OWNER_ENV, owner_env
 from harness.launch.slurm import SlurmAllocation
 from harness.plugin.remote_gpu_state import RemoteGpuState
 from harness.profile.load import load_profile
@@ -34,11 +41,41 @@ def local_task(command: list[str], **kwargs: Any) -> subprocess.Popen:
     return subprocess.Popen(command[command.index(sys.executable):], **kwargs)
 
 
+GEMM_LOOP = """
+import sys, time, torch
+device = torch.device("cuda", int(sys.argv[1]))
+a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    for _ in range(50):
+        c = a @ b
+    torch.cuda.synchronize(device)  # every 50 GEMMs: only so the loop can see its deadline
+"""
+"""A full-load bf16 GEMM loop on one GPU for N seconds: a case's rank, or a foreign job."""
+
+
+def start_loads(kind: str, gpus: list[int], seconds: float) -> list[subprocess.Popen]:
+    """The session's load on every GPU (tagged as the session's launches are) and, for ``session+foreign``,
+    an untagged one on the first GPU."""
+    tagged = {**os.environ, **owner_env(Path(tempfile.gettempdir()))}
+    untagged = {key: value for key, value in os.environ.items() if key != OWNER_ENV}
+    loads = []
+    if kind in ("session", "session+foreign"):
+        loads += [subprocess.Popen([sys.executable, "-c", GEMM_LOOP, str(gpu), str(seconds)], env=tagged)
+                  for gpu in gpus]
+    if kind == "session+foreign":
+        loads.append(subprocess.Popen([sys.executable, "-c", GEMM_LOOP, str(gpus[0]), str(seconds)], env=untagged))
+    return loads
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="h100-80gb", help="thresholds/<profile>.toml whose [gpu_state] judges")
     parser.add_argument("--watch-seconds", type=float, default=10.0, help="how long the probe watches for XIDs")
     parser.add_argument("--out", type=Path, default=None, help="write the snapshots and checks here as JSON")
+    parser.add_argument("--load", choices=("none", "session", "session+foreign"), default="none",
+                        help="GEMM loops on the GPUs while the probe watches (see above)")
     args = parser.parse_args()
     host = socket.gethostname()
     remote = RemoteGpuState(nodes=(host,), directory=Path(tempfile.mkdtemp(prefix="remote-gpu-state-")),
@@ -47,7 +84,11 @@ def main() -> int:
     remote.launch(SlurmAllocation(job_id="0", nodes=("driver", host), gpus_per_node=None, cpus_per_node=None),
                   popen=local_task)
     start_s = time.monotonic() - started
+    loads = start_loads(args.load, remote.gpu_indices(host), args.watch_seconds)
     time.sleep(args.watch_seconds)
+    for load in loads:
+        if load.wait(timeout=60) != 0:
+            print(f"a GEMM load ended with status {load.returncode}", file=sys.stderr)
     stopping = time.monotonic()
     remote.finish()
     end_s = time.monotonic() - stopping
@@ -56,10 +97,10 @@ def main() -> int:
               for index in remote.gpu_indices(host)}
     print(f"start snapshot after {start_s:.2f} s, end snapshot {end_s:.2f} s after `stop`; "
           f"start: {remote.problem(host, 'start') or 'ok'}; end: {remote.problem(host, 'end') or 'ok'}")
-    print(f"processes on the GPUs at start: {remote.start.get(host, {}).get('processes')}")
+    print(f"processes on the GPUs at start: {remote.start.get(host, {}).get('processes')}; load: {args.load}")
     for index, judged in checks.items():
         for check in judged:
-            print(f"GPU {index} {check['key']:16} {str(check['passed']):5} {check['note'][:150]}")
+            print(f"GPU {index} {check['key']:17} {str(check['passed']):5} {check['note'][:220]}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"start_s": start_s, "end_s": end_s, "probe": remote.summary(),

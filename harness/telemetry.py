@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from harness.node.nvml import METRICS, Metric, decode_clock_event_reasons, installed_pynvml, is_unsupported, nvml_text
+from harness.node.nvml import METRICS, Metric, decode_clock_event_reasons, init_nvml, is_unsupported, nvml_text
 from harness.node.processes import compute_processes, descends_from, foreign_process
 from harness.rank import read_phases
 
@@ -236,18 +236,10 @@ class Sampler:
 
     def init(self) -> bool:
         """Load NVML; False (with the reason kept) where there is none."""
-        if self._nvml is None:
-            try:
-                self._nvml = installed_pynvml()
-            except ImportError as err:
-                self._failure = f"pynvml (nvidia-ml-py) is not installed: {err}"
-                return False
-        try:
-            self._nvml.nvmlInit()
-        except self._nvml.NVMLError as err:
-            self._failure = f"NVML is not available: {err}"
+        nvml, self._failure = init_nvml(self._nvml)
+        if nvml is None:
             return False
-        self._initialised = True
+        self._nvml, self._initialised = nvml, True
         return True
 
     def start(self) -> "Sampler":

@@ -249,7 +249,7 @@ def h100_session(pytester, monkeypatch, tmp_path):
     nvml = fake_nvml(1, uuid=hardware.gpus[0].uuid, unsupported=set(HOPPER_VM_UNSUPPORTED))
     monkeypatch.setattr("harness.plugin.session.detect", lambda: hardware)
     monkeypatch.setattr("harness.node.gpu_state.installed_pynvml", lambda: nvml)
-    monkeypatch.setattr("harness.node.xid.installed_pynvml", lambda: nvml)
+    monkeypatch.setattr("harness.node.nvml.installed_pynvml", lambda: nvml)  # the XID watcher's (init_nvml)
     monkeypatch.setattr("harness.plugin.session.gpu_processes", lambda gpus: [])
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()

@@ -5,7 +5,9 @@ with a fake NVML per node and a stand-in for the ``srun`` step that runs the pro
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -18,6 +20,7 @@ import pynvml
 import pytest
 
 from harness.checks.session import required_tests
+from harness.launch.cleanup import owner_env, session_owner
 from harness.launch.slurm import SlurmAllocation
 from harness.node.gpu_state_probe import STOP_FILE, node_file, watch
 from harness.node.hardware import GpuInfo
@@ -49,9 +52,10 @@ class ProbeStep:
     """Stands in for ``srun ... gpu_state_probe watch``: one thread per node that has a fake NVML; a
     node without one never writes (its probe never started); exits 1 at once when no node has one."""
 
-    def __init__(self, nvml_by_node: dict[str, FakeNvml], directory: Path):
+    def __init__(self, nvml_by_node: dict[str, FakeNvml], directory: Path, owner: str | None = None):
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=watch, args=(directory, node, nvml, self.stop, 0.02), daemon=True)
+        self.threads = [threading.Thread(target=watch, args=(directory, node, nvml, self.stop, 0.02), daemon=True,
+                                         kwargs={"owner": owner, "load_period_s": 0.02})
                         for node, nvml in nvml_by_node.items()]
         for thread in self.threads:
             thread.start()
@@ -83,7 +87,7 @@ class ProbeStep:
 def fake_srun(nvml_by_node: dict[str, FakeNvml], launched: list[list[str]]):
     def popen(command: list[str], **_: Any) -> ProbeStep:
         launched.append(command)
-        return ProbeStep(nvml_by_node, Path(command[command.index("--dir") + 1]))
+        return ProbeStep(nvml_by_node, Path(command[command.index("--dir") + 1]), command[command.index("--owner") + 1])
     return popen
 
 
@@ -169,7 +173,10 @@ def test_the_probe_step_runs_one_task_on_each_other_node_beside_the_cases(tmp_pa
     assert {"--overlap", "--kill-on-bad-exit=0", "--gpus-per-node=8"} <= set(command)
     wrapper = command.index("apptainer")
     assert command[wrapper:wrapper + 4] == ["apptainer", "exec", "--nv", "/x/harness.sif"]
-    assert command[-6:] == [sys.executable, "-m", "harness.node.gpu_state_probe", "watch", "--dir", str(tmp_path)]
+    assert command[-8:] == [sys.executable, "-m", "harness.node.gpu_state_probe", "watch", "--dir", str(tmp_path),
+                            "--owner", session_owner()]
+    # The tag every launch of this session carries, so the probe tells the session's ranks from others.
+    assert owner_env(tmp_path)["HARNESS_OWNER"] == session_owner()
 
 
 # --- the session: node 2 capped, unreadable, short; one node unchanged ----------------------------
@@ -200,6 +207,62 @@ def test_an_xid_on_node_2_fails_its_gpu_naming_the_node(tmp_path):
     assert failed_keys(results["gpu02-gpu0"]) == ["xid_events"]
     message = results["gpu02-gpu0"].failure_message()
     assert f"node gpu02: GPU 0 ({UUIDS[0]}): XID 48" in message
+
+
+@pytest.fixture
+def processes():
+    """Start real processes (``sleep``) with or without the session's owner tag; all killed at the end."""
+    started: list[subprocess.Popen] = []
+
+    def start(tagged: bool) -> int:
+        env = {key: value for key, value in os.environ.items() if key != "HARNESS_OWNER"}
+        env.update(owner_env(Path(".")) if tagged else {})
+        started.append(subprocess.Popen(["sleep", "60"], env=env))
+        return started[-1].pid
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_throttling_and_a_foreign_process_on_node_2_fail_its_gpus_naming_node_and_cause(tmp_path, processes):
+    remote = h100s(2)
+    runner, driver = start_runner(tmp_path, {"gpu02": remote})  # idle at start, as a session needs
+    # Then, GPU 0: the session's rank, and a foreign process beside it; GPU 1: the session's rank, slowed for heat.
+    ours, foreign = processes(tagged=True), processes(tagged=False)
+    remote.gpus[0].compute_processes = [(ours, 30 * 2**30), (foreign, 2 * 2**30)]
+    remote.gpus[1].compute_processes = [(ours, 30 * 2**30)]
+    remote.gpus[1].reasons = 0x40 | 0x4  # hw thermal slowdown + sw power cap
+    time.sleep(0.2)  # several load samples
+    results = run_all(runner, driver)
+    assert {name: failed_keys(r) for name, r in results.items()} == {
+        "gpu01-gpu0": [], "gpu01-gpu1": [], "gpu02-gpu0": ["foreign_processes"], "gpu02-gpu1": ["throttling"]}
+    message = results["gpu02-gpu0"].failure_message()
+    assert f"node gpu02: GPU 0 ({UUIDS[0]}): pid {foreign} (sleep, 2,048 MiB, seen" in message
+    assert str(ours) not in message
+    throttled = next(c for c in results["gpu02-gpu1"].checks if c.key == "throttling")
+    assert throttled.note.startswith(f"node gpu02: GPU 1 ({UUIDS[1]}): hw thermal slowdown at ")
+    assert "samples under the session's load: hw thermal slowdown in" in throttled.note
+    assert "sw power cap in" in throttled.note
+    # The driver's GPUs are judged per case (their windows' telemetry), not here.
+    assert [c.key for c in results["gpu01-gpu0"].checks if c.key in ("throttling", "foreign_processes")] == []
+
+
+def test_node_2_under_the_session_s_load_alone_passes_both(tmp_path, processes):
+    remote = h100s(2)
+    runner, driver = start_runner(tmp_path, {"gpu02": remote})
+    ours = processes(tagged=True)
+    for gpu in remote.gpus:
+        gpu.compute_processes = [(ours, 30 * 2**30)]
+        gpu.reasons = 0x4  # sw power cap: how a healthy GPU runs under full load
+    time.sleep(0.2)
+    results = run_all(runner, driver)
+    for name in ("gpu02-gpu0", "gpu02-gpu1"):
+        checks = {c.key: c for c in results[name].checks}
+        assert checks["throttling"].passed is True and "(not faults: sw power cap in" in checks["throttling"].note
+        assert checks["foreign_processes"].passed is True
+        assert "only the session's processes in" in checks["foreign_processes"].note
 
 
 @pytest.mark.parametrize("remote, says", [
@@ -307,11 +370,11 @@ def two_node_session(h100_session, monkeypatch):  # noqa: F811 - the fixture imp
         [path] = list(root.rglob("session.json"))
         return result, json.loads(path.read_text())
 
-    return run, remote, launched
+    return run, remote, launched, root
 
 
 def test_a_two_node_session_fails_on_node_2_s_capped_gpu_and_requires_its_test(two_node_session):
-    run, remote, launched = two_node_session
+    run, remote, launched, _ = two_node_session
     remote["gpu02"].gpus[0].limit_mw = 400_000
     result, session = run()
     result.assert_outcomes(passed=2, failed=1)
@@ -325,7 +388,7 @@ def test_a_two_node_session_fails_on_node_2_s_capped_gpu_and_requires_its_test(t
 
 
 def test_a_two_node_session_missing_node_2_s_test_is_not_a_pass(two_node_session):
-    run, _, _ = two_node_session
+    run, _, _, _ = two_node_session
     result, session = run("-k", "not gpu02")
     verdict = session["session_verdict"]
     assert verdict["verdict"] != "PASS" and not verdict["sign_off"]
@@ -336,7 +399,7 @@ def test_a_two_node_session_missing_node_2_s_test_is_not_a_pass(two_node_session
 
 
 def test_a_multi_node_case_is_skipped_where_node_2_lacks_its_gpus(two_node_session, pytester):
-    run, remote, _ = two_node_session
+    run, remote, _, _ = two_node_session
     remote["gpu02"] = h100s(0)  # NVML works there and shows no GPU
     scaling = (Path(__file__).resolve().parents[1] / "acceptance" / "test_scaling.py").read_text()
     pytester.makepyfile(test_c_scaling=scaling)
@@ -406,3 +469,27 @@ def test_a_watcher_that_never_sees_the_stop_file_ends_on_sigusr1_and_is_still_re
     end = runner.remote.finish(timeout_s=0.3)
     assert runner.remote.process.signals == [signal.SIGUSR1] and end["gpu02"]["phase"] == "end"
     assert not any(r.failed for r in run_all(runner, driver).values())
+
+
+def test_a_two_node_session_fails_on_node_2_s_throttling_under_load(two_node_session, processes):
+    run, remote, _, root = two_node_session
+    ours = processes(tagged=True)
+    # Idle at the start snapshot, then the session's rank and a hardware slowdown, once the probe began.
+    gpu = remote["gpu02"].gpus[0]
+
+    def load_once_started() -> None:
+        deadline = time.monotonic() + 60
+        while not list(root.rglob("gpu02.start.json")) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        gpu.compute_processes, gpu.reasons = [(ours, 2**30)], 0x8
+
+    threading.Thread(target=load_once_started, daemon=True).start()
+    result, session = run()
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_gpu_state?gpu02-gpu0? FAILED*",
+                                 "*node gpu02: GPU 0 (GPU-1111*): hw slowdown at*"])
+    verdict = session["session_verdict"]
+    assert verdict["verdict"] == "FAIL"
+    assert [c["text"] for c in verdict["causes"]] == [f"throttling ×1, on GPU 0 of node gpu02 (UUID {UUIDS[0]})"]
+    load = session["gpu_state"]["other_nodes"]["end"]["gpu02"]["load"]
+    assert load["owner"] is not None and load["gpus"][UUIDS[0]]["loaded_samples"] > 0

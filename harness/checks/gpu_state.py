@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from harness.checks.node_load import load_foreign_check, load_throttling_check
 from harness.checks.verdict import Check
 from harness.node.gpu_state import Reading, value
 from harness.profile.bounds import GpuStateBounds
@@ -45,6 +46,15 @@ class GpuStateInput:
     """The node's host name in a multi-node session (every note then names it); None on one node."""
     missing_why: str = "no snapshot of this GPU"
     """Why ``start`` or ``end`` is None, as the failing checks say it (e.g. the node could not be read)."""
+    judge_load: bool = False
+    """A GPU of another node: judge throttling and foreign processes over the session here, from its probe's
+    ``load`` record (the driver's GPUs are judged per case, by their windows' telemetry)."""
+    load: dict | None = None
+    """This GPU's record of the probe's load watch (harness/node/load_watch.py); None: there is none."""
+    load_why: str = "no record of the probe's load watch"
+    """Why ``load`` is None, as the failing checks say it."""
+    case_windows: list[dict] = field(default_factory=list)
+    """The session's measured windows (``case``, ``start``, ``end``), to name the case a fault fell in."""
 
     @property
     def label(self) -> str:
@@ -292,8 +302,13 @@ GPU_STATE_CHECKS = (power_limit_check, clocks_check, ecc_mode_check, retired_pag
 
 
 def gpu_state_checks(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> list[Check]:
-    """Every GPU-state check of one GPU, in the order of the contract's keys."""
-    return [check(gpu, bounds) for check in GPU_STATE_CHECKS]
+    """Every GPU-state check of one GPU, in the order of the contract's keys; on another node, then its
+    throttling and foreign processes over the session."""
+    checks = [check(gpu, bounds) for check in GPU_STATE_CHECKS]
+    if gpu.judge_load:
+        checks += [judge(gpu.label, gpu.load, gpu.load_why, gpu.case_windows)
+                   for judge in (load_throttling_check, load_foreign_check)]
+    return checks
 
 
 def clock_setting_windows(results: Sequence[Any], uuid: str) -> list[dict]:

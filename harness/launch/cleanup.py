@@ -47,9 +47,22 @@ def _start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[-1].split()[19]
 
 
+def session_owner() -> str:
+    """``<pid>:<start time>`` of this process: the owner tag of every launch it starts (one per session,
+    the pytest process), on whichever node a launch's processes run (srun passes the environment on)."""
+    return f"{os.getpid()}:{_start_time(os.getpid())}"
+
+
 def owner_env(run_dir: Path) -> dict[str, str]:
     """What a launch's processes carry so that a later session can tell whether their launcher is gone."""
-    return {OWNER_ENV: f"{os.getpid()}:{_start_time(os.getpid())}", LAUNCH_DIR_ENV: str(Path(run_dir).resolve())}
+    return {OWNER_ENV: session_owner(), LAUNCH_DIR_ENV: str(Path(run_dir).resolve())}
+
+
+def process_identity(pid: int) -> tuple[str | None, str | None]:
+    """(its start time, the owner tag it carries) of a process: (None, None) where it is gone or not visible
+    from here; (start, None) where it has no tag or its environment cannot be read (another user's)."""
+    start = _start_time(pid)
+    return (start, _environ(str(pid)).get(OWNER_ENV)) if start is not None else (None, None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

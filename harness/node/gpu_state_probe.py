@@ -1,12 +1,13 @@
 """The GPU state of one node of a multi-node session, read on that node: the probe ``srun`` starts on
 every node but the driver's (harness/plugin/remote_gpu_state.py), one task per node.
 
-``python -m harness.node.gpu_state_probe watch --dir RUN/gpu_state_nodes`` writes
+``python -m harness.node.gpu_state_probe watch --dir RUN/gpu_state_nodes --owner TAG`` writes
 ``<host>.start.json`` (this node's GPUs, their snapshot (harness/node/gpu_state.py) and the processes
-already on them) at once,
-watches every GPU for XIDs (harness/node/xid.py) until ``stop`` appears in that directory (or the
-process gets SIGUSR1, SIGTERM or SIGINT), then writes ``<host>.end.json``: the end snapshot and the watcher's
-events and status. The directory is in the run directory, which every node must see (docs/slurm.md).
+already on them) at once. It then watches every GPU for XIDs (harness/node/xid.py) and reads its
+clock-event reasons and processes under the session's load (harness/node/load_watch.py; TAG is the
+session's owner tag) until ``stop`` appears in that directory (or the process gets SIGUSR1, SIGTERM or
+SIGINT), then writes ``<host>.end.json``: the end snapshot, the XID watcher's events and status, and
+the load record. The directory is in the run directory, which every node must see (docs/slurm.md).
 
 A node whose NVML cannot be opened writes ``"status": "unavailable"`` with the reason and no GPU: the
 driver then fails that node's tests, naming it. Launcher side: no torch, no CUDA context.
@@ -28,6 +29,7 @@ from typing import Any, Sequence
 
 from harness.node.gpu_state import read_gpu_states
 from harness.node.hardware import GpuInfo, HardwareError, nvml_visible_indices, read_gpu
+from harness.node.load_watch import PERIOD_S, LoadWatch
 from harness.node.nvml import installed_pynvml
 from harness.node.processes import gpu_processes
 from harness.node.xid import XidWatcher
@@ -83,8 +85,8 @@ def snapshot(phase: str, host: str, gpus: Sequence[GpuInfo], why: str | None, nv
 
 
 def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: threading.Event | None = None,
-          poll_s: float = STOP_POLL_S) -> int:
-    """Start snapshot, XIDs until ``stop`` (the file, a signal, or the event), end snapshot."""
+          poll_s: float = STOP_POLL_S, *, owner: str | None = None, load_period_s: float = PERIOD_S) -> int:
+    """Start snapshot, XIDs and the load watch until ``stop`` (the file, a signal, or the event), end snapshot."""
     # The node's name as Slurm calls it (the driver looks for that file); a host name may be longer.
     host = host or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     stop = stop or threading.Event()
@@ -94,12 +96,16 @@ def watch(directory: Path, host: str | None = None, nvml: Any = None, stop: thre
     start = snapshot("start", host, gpus, why, nvml)
     write_text_atomic(node_file(directory, host, "start"), json.dumps(start, indent=1))
     watcher = XidWatcher(gpus, nvml).start() if why is None else None
+    load = LoadWatch(gpus, owner, nvml, period_s=load_period_s).start() if why is None else None
     while not stop.is_set() and not (directory / STOP_FILE).exists():
         stop.wait(poll_s)
     if watcher is not None:
         watcher.stop()
+    if load is not None:
+        load.stop()
     end = snapshot("end", host, gpus, why, nvml)
     end["xid"] = watcher.to_dict() if watcher is not None else {"failure": why, "status": {}, "events": []}
+    end["load"] = load.to_dict() if load is not None else {"failure": why, "gpus": {}}
     write_text_atomic(node_file(directory, host, "end"), json.dumps(end, indent=1))
     return 0
 
@@ -110,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("watch", help="write <host>.start.json, watch XIDs until DIR/stop, write <host>.end.json")
     run.add_argument("--dir", type=Path, required=True, help="the probe directory (in the session's run directory)")
+    run.add_argument("--owner", help="the session's owner tag (HARNESS_OWNER of its launches): a GPU process "
+                                     "carrying it is the session's, any other is foreign")
     args = parser.parse_args(argv)
     stop = threading.Event()
     # SIGUSR1: the driver's stop through srun, which forwards it as it is (SIGTERM to srun kills the
@@ -117,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        return watch(args.dir, stop=stop)
+        return watch(args.dir, stop=stop, owner=args.owner)
     except OSError as err:
         print(f"gpu_state_probe on {socket.gethostname()}: cannot write into {args.dir}: {err}", file=sys.stderr)
         return 1

@@ -36,6 +36,20 @@ def installed_pynvml() -> ModuleType:
     return PYNVML
 
 
+def init_nvml(nvml: Any = None) -> tuple[Any, str | None]:
+    """(the NVML module, initialised; None) or (None, why not): for the threads that watch the GPUs for
+    a whole window or session (sampler, XID watcher, load watch), which record why they could not."""
+    try:
+        nvml = nvml if nvml is not None else installed_pynvml()
+    except ImportError as err:
+        return None, f"pynvml (nvidia-ml-py) is not installed: {err}"
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as err:
+        return None, f"NVML is not available: {err}"
+    return nvml, None
+
+
 def nvml_text(value: Any) -> str:
     """NVML strings: ``str`` in current nvidia-ml-py, ``bytes`` in old pynvml releases."""
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from harness.node.nvml import error_code, installed_pynvml, is_unsupported, nvml_text
+from harness.node.nvml import error_code, init_nvml, is_unsupported, nvml_text
 
 XID_MEANINGS: dict[int, str] = {
     8: "GPU stopped processing (channel idle timeout)",
@@ -96,17 +96,10 @@ class XidWatcher:
 
     def open(self) -> bool:
         """NVML, the event set and every GPU's registration; False (with ``failure``) where none."""
-        try:
-            self._nvml = self._nvml if self._nvml is not None else installed_pynvml()
-        except ImportError as err:
-            self.failure = f"pynvml (nvidia-ml-py) is not installed: {err}"
+        nv, self.failure = init_nvml(self._nvml)
+        if nv is None:
             return False
-        nv = self._nvml
-        try:
-            nv.nvmlInit()
-        except nv.NVMLError as err:
-            self.failure = f"NVML is not available: {err}"
-            return False
+        self._nvml = nv
         try:
             self._event_set = nv.nvmlEventSetCreate()
         except nv.NVMLError as err:

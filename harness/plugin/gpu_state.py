@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import pytest
 
 from harness.checks.gpu_state import GpuStateInput, clock_setting_windows, gpu_state_checks
+from harness.checks.node_load import case_windows
 from harness.checks.verdict import describe_foreign, reason_shares
 from harness.node.gpu_state import GpuState, read_gpu_states
 from harness.node.xid import XidWatcher
@@ -102,7 +103,7 @@ class GpuStateRunner:
         ctx = self.ctx
         node, index = (target.node, target.index) if isinstance(target, NodeGpu) else (None, target)
         if node is not None and node != next(iter(judged_nodes(ctx)), None):
-            return self._other_node(node, index)
+            return self._other_node(node, index, results)
         gpu = next(g for g in ctx.hardware.gpus if g.index == index)
         end = self.end_snapshot(nvml).get(gpu.uuid)
         start = self.start_states.get(gpu.uuid)
@@ -118,13 +119,13 @@ class GpuStateRunner:
                               clock_setting_windows=clock_setting_windows(results, gpu.uuid), node=node)
         return self._result(state, {k: v for k, v in self.problems.items() if v})
 
-    def _other_node(self, node: str, index: int) -> CheckedResult:
+    def _other_node(self, node: str, index: int, results: Sequence[Any] = ()) -> CheckedResult:
         """A GPU of another node: what its probe wrote (a node never probed fails, named)."""
         remote = self.remote
         if remote is None or node not in remote.nodes:
             remote = RemoteGpuState(nodes=(node,), directory=self.ctx.run_dir, expected_gpus=None,
                                     launch_failure="was never started for this node")
-        state = remote.gpu_input(node, index)
+        state = remote.gpu_input(node, index, case_windows(results))
         return self._result(state, {phase: why for phase in ("start", "end") if (why := remote.problem(node, phase))},
                             other_node=True)
 
@@ -142,7 +143,7 @@ class GpuStateRunner:
                                                  "end": state.end, "xid_events": state.xid_events,
                                                  "xid_watch": state.xid_watch, "problems": problems,
                                                  **({"node": state.node} if state.node else {}),
-                                                 **({"other_node": True} if other_node else {})}})
+                                                 **({"other_node": True, "load": state.load} if other_node else {})}})
 
     def seen_in_window(self, telemetry: Any) -> list[str]:
         """What else a case's window saw, one line each: foreign processes, clock-event reasons with

@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 from harness.checks.gpu_state import GpuStateInput
 from harness.checks.verdict import Check
 from harness.launch import slurm
+from harness.launch.cleanup import session_owner
 from harness.launch.command import PACKAGE_ROOT
 from harness.node.gpu_state_probe import STOP_FILE, node_file
 from harness.node.processes import GpuProcess, busy_gpu_message
@@ -92,7 +93,10 @@ def probe_command(alloc: slurm.SlurmAllocation, nodes: Sequence[str], directory:
     return ["srun", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
             f"--nodelist={','.join(nodes)}", "--overlap", "--kill-on-bad-exit=0", "--export=ALL",
             "--job-name=harness-gpu-state", *gpus, *slurm.step_wrapper(),
-            sys.executable, "-m", "harness.node.gpu_state_probe", "watch", "--dir", str(directory)]
+            sys.executable, "-m", "harness.node.gpu_state_probe", "watch", "--dir", str(directory),
+            # Every launch of this session carries this tag (cleanup.owner_env): what tells the session's
+            # ranks on that node from a foreign process.
+            "--owner", session_owner()]
 
 
 @dataclass(kw_only=True)
@@ -190,8 +194,9 @@ class RemoteGpuState:
         seen = {int(gpu["index"]) for gpu in self.start.get(node, {}).get("gpus", [])}
         return sorted(seen | set(range(self.expected_gpus or (0 if seen else 1))))
 
-    def gpu_input(self, node: str, index: int) -> GpuStateInput:
-        """What the GPU-state checks of GPU ``index`` of ``node`` read."""
+    def gpu_input(self, node: str, index: int, case_windows: Sequence[dict] = ()) -> GpuStateInput:
+        """What the GPU-state checks of GPU ``index`` of ``node`` read (``case_windows``: the session's
+        measured windows, to name the case a fault on that node fell in)."""
         end = self.finish()
         gpus = {int(g["index"]): g for g in self.start.get(node, {}).get("gpus", [])}
         uuid = str(gpus[index]["uuid"]) if index in gpus else "UUID unknown"
@@ -212,8 +217,13 @@ class RemoteGpuState:
         # A GPU NVML lost between start and end: the probe's own words for it (read_gpu_states' problems).
         lost = next((f"node {node}: {data['why']}" for data in (end.get(node, {}), self.start.get(node, {}))
                      if data.get("why")), None)
+        load_record = end.get(node, {}).get("load") or {}
+        load = None if why is not None else (load_record.get("gpus") or {}).get(uuid)
+        load_why = why or (f"node {node}: {load_record['failure']}" if load_record.get("failure") else
+                           f"node {node}: the probe's load watch has no record of this GPU")
         return GpuStateInput(index=index, uuid=uuid, node=node, start=starts.get(uuid), end=ends.get(uuid),
-                             xid_events=events, xid_watch=watch, missing_why=why or lost or "no snapshot of this GPU")
+                             xid_events=events, xid_watch=watch, missing_why=why or lost or "no snapshot of this GPU",
+                             judge_load=True, load=load, load_why=load_why, case_windows=list(case_windows))
 
     def busy_message(self) -> str | None:
         """The processes already on the other nodes' GPUs at session start, as the driver's own refusal
