@@ -493,3 +493,20 @@ def test_a_two_node_session_fails_on_node_2_s_throttling_under_load(two_node_ses
     assert [c["text"] for c in verdict["causes"]] == [f"throttling ×1, on GPU 0 of node gpu02 (UUID {UUIDS[0]})"]
     load = session["gpu_state"]["other_nodes"]["end"]["gpu02"]["load"]
     assert load["owner"] is not None and load["gpus"][UUIDS[0]]["loaded_samples"] > 0
+
+
+def test_locked_clocks_on_node_2_under_load_fail_its_clocks_check(tmp_path, processes):
+    remote = h100s(2)
+    runner, driver = start_runner(tmp_path, {"gpu02": remote})
+    ours = processes(tagged=True)
+    for gpu in remote.gpus:
+        gpu.compute_processes = [(ours, 2**30)]
+    # GPU 1 held at 1,005 MHz by a clock setting (what nvidia-smi -lgc looks like to NVML); GPU 0 at its default.
+    remote.gpus[0].reasons = remote.gpus[1].reasons = 0x2
+    remote.gpus[1].sm_clock_mhz = 1005
+    time.sleep(0.2)
+    results = run_all(runner, driver)
+    assert failed_keys(results["gpu02-gpu0"]) == [] and failed_keys(results["gpu02-gpu1"]) == ["clocks"]
+    note = next(c.note for c in results["gpu02-gpu1"].checks if c.key == "clocks")
+    assert note.startswith(f"node gpu02: GPU 1 ({UUIDS[1]}): \"applications clocks setting\" held the SM clock at "
+                           "1,005 MHz < default 1980 MHz under load in the session on node gpu02 (")

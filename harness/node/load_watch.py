@@ -12,7 +12,9 @@ carries this watcher, which reads every GPU once a period:
   another user's, an untagged one) is foreign, recorded with its name, memory and when it was seen;
 * the clock-event reasons, counted apart in the samples where a process of the session held the GPU
   ("under load"), the remote counterpart of a case's window: the check judges those, and every sample
-  only where NVML showed no process of the session at all (harness/checks/node_load.py).
+  only where NVML showed no process of the session at all (harness/checks/node_load.py); and, under
+  load with "applications clocks setting" active, the lowest SM clock (the ``clocks`` check's sign of
+  locked clocks, as the driver's case windows give it).
 
 Memory stays bounded over a long soak: counts, first/last times and at most ``MAX_INTERVALS`` fault
 intervals per GPU. Pure apart from NVML and /proc; ``poll()`` is one period, so tests drive it with a
@@ -33,6 +35,7 @@ from harness.node.processes import compute_processes, foreign_process
 PERIOD_S = 1.0
 """How often every GPU is read: a case's window lasts tens of seconds, so it is sampled many times, and
 one NVML call per GPU per second costs the node nothing measurable."""
+CLOCK_SETTING_REASON = "applications clocks setting"
 MAX_INTERVALS = 50
 """Fault intervals kept per GPU (the first ones; later ones are counted, not kept)."""
 
@@ -56,6 +59,9 @@ class GpuLoad:
     process of the session held the GPU meanwhile), ``reasons`` (the fault reasons of its first sample)."""
     fault_runs: int = 0
     """Runs of faulty samples, counting those past MAX_INTERVALS."""
+    clock_setting_min_sm_mhz: float | None = None
+    """The lowest SM clock in a loaded sample with "applications clocks setting" active: locked clocks
+    (``nvidia-smi -lgc``) look so to NVML (harness/checks/gpu_state.py ``clocks``)."""
     reason_reads: int = 0
     process_checks: int = 0
     foreign: dict[int, dict] = field(default_factory=dict)
@@ -69,7 +75,8 @@ class GpuLoad:
         return {"index": self.index, "uuid": self.uuid, "samples": self.samples, "loaded_samples": self.loaded_samples,
                 "reasons_loaded": dict(self.reasons_loaded), "reasons_all": dict(self.reasons_all),
                 "fault_intervals": self.fault_intervals,
-                "fault_runs": self.fault_runs, "reason_reads": self.reason_reads,
+                "fault_runs": self.fault_runs, "clock_setting_min_sm_mhz": self.clock_setting_min_sm_mhz,
+                "reason_reads": self.reason_reads,
                 "process_checks": self.process_checks, "foreign_processes": list(self.foreign.values()),
                 "unsupported": dict(self.unsupported), "errors": dict(self.errors)}
 
@@ -159,6 +166,10 @@ class LoadWatch:
             gpu.reasons_all[name] = gpu.reasons_all.get(name, 0) + 1
             if loaded:
                 gpu.reasons_loaded[name] = gpu.reasons_loaded.get(name, 0) + 1
+        if loaded and CLOCK_SETTING_REASON in names:
+            sm_mhz = self._read_sm_clock(gpu)
+            if sm_mhz is not None and (gpu.clock_setting_min_sm_mhz is None or sm_mhz < gpu.clock_setting_min_sm_mhz):
+                gpu.clock_setting_min_sm_mhz = sm_mhz
         faulty = any(name in FAULT_REASONS for name in names)
         state = (faulty, loaded)
         if faulty and state == gpu._last and gpu.fault_runs <= MAX_INTERVALS:
@@ -169,6 +180,14 @@ class LoadWatch:
                 gpu.fault_intervals.append({"first": now, "last": now, "loaded": loaded,
                                             "reasons": [n for n in names if n in FAULT_REASONS]})
         gpu._last = state
+
+    def _read_sm_clock(self, gpu: GpuLoad) -> float | None:
+        nv = self._nvml
+        try:
+            return float(METRICS_BY_KEY["sm_clock_mhz"].read(nv, gpu.handle))
+        except nv.NVMLError as err:
+            gpu.errors["sm_clock_mhz"] = str(err)
+            return None
 
     def _read_reasons(self, gpu: GpuLoad) -> int | None:
         if "clock_event_reasons" in gpu.unsupported:

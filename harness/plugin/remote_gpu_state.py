@@ -30,6 +30,7 @@ from harness.launch import slurm
 from harness.launch.cleanup import session_owner
 from harness.launch.command import PACKAGE_ROOT
 from harness.node.gpu_state_probe import STOP_FILE, node_file
+from harness.node.load_watch import CLOCK_SETTING_REASON
 from harness.node.processes import GpuProcess, busy_gpu_message
 from harness.plugin.cases import node_counts
 from harness.plugin.context import SessionContext
@@ -221,9 +222,14 @@ class RemoteGpuState:
         load = None if why is not None else (load_record.get("gpus") or {}).get(uuid)
         load_why = why or (f"node {node}: {load_record['failure']}" if load_record.get("failure") else
                            f"node {node}: the probe's load watch has no record of this GPU")
+        held = [] if load is None or load.get("clock_setting_min_sm_mhz") is None else [
+            {"where": f"the session on node {node} ({load['reasons_loaded'].get(CLOCK_SETTING_REASON)} of "
+                      f"{load.get('loaded_samples')} samples under its load)",
+             "min_sm_clock_mhz": load["clock_setting_min_sm_mhz"]}]
         return GpuStateInput(index=index, uuid=uuid, node=node, start=starts.get(uuid), end=ends.get(uuid),
                              xid_events=events, xid_watch=watch, missing_why=why or lost or "no snapshot of this GPU",
-                             judge_load=True, load=load, load_why=load_why, case_windows=list(case_windows))
+                             judge_load=True, load=load, load_why=load_why, case_windows=list(case_windows),
+                             clock_setting_windows=held)
 
     def busy_message(self) -> str | None:
         """The processes already on the other nodes' GPUs at session start, as the driver's own refusal
