@@ -53,6 +53,15 @@ def test_single_gpu_has_no_efficiency_or_straggler_check():
     assert "straggler ratio (slowest/fastest rank)" not in names
 
 
+def test_a_multi_node_case_says_its_efficiency_bound_was_measured_on_one_node():
+    two_nodes = weak_scaling_checks(record(4, 1900.0, nodes=2), record(1, 2100.0), BOUNDS, telemetry_note="n/a")
+    line = next(c for c in two_nodes if c.key == "weak_efficiency").describe("h200, resnet152 bf16, 2x2 GPUs")
+    assert line == ("weak-scaling efficiency 0.905 < 0.960: 2 nodes: judged against the profile's bound for 4 GPUs, "
+                    "measured on one node (the profile has no multi-node bound) (h200, resnet152 bf16, 2x2 GPUs)")
+    one_node = weak_scaling_checks(record(4, 1900.0), record(1, 2100.0), BOUNDS, telemetry_note="n/a")
+    assert next(c for c in one_node if c.key == "weak_efficiency").note == ""
+
+
 def test_missing_bound_for_a_gpu_count_is_reported_not_passed():
     check = by_name(weak_scaling_checks(record(8), record(1), BOUNDS, telemetry_note="n/a"))["weak-scaling efficiency"]
     assert check.passed is None
