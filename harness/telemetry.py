@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from harness.node.nvml import METRICS, Metric, decode_clock_event_reasons, init_nvml, is_unsupported, nvml_text
-from harness.node.processes import compute_processes, descends_from, foreign_process
+from harness.node.processes import compute_processes, descends_from, remember_foreign
 from harness.rank import read_phases
 
 TELEMETRY_ENV = "HARNESS_TELEMETRY"
@@ -387,15 +387,8 @@ class Sampler:
         for pid, used in processes:
             if pid in self._rank_pids or descends_from(pid, os.getpid()):
                 continue
-            seen = gpu.foreign.get(pid)
-            if seen is None:
-                found = foreign_process(pid, used, gpu_index=gpu.index, gpu_uuid=gpu.uuid)
-                gpu.foreign[pid] = {"pid": pid, "name": found.name, "used_memory_mib": found.used_memory_mib,
-                                    "first_seen_s": round(t, 3), "last_seen_s": round(t, 3)}
-            else:
-                seen["last_seen_s"] = round(t, 3)
-                if used is not None:
-                    seen["used_memory_mib"] = max(seen["used_memory_mib"] or 0.0, used / 2**20)
+            remember_foreign(gpu.foreign, pid, used, round(t, 3), gpu_index=gpu.index, gpu_uuid=gpu.uuid,
+                             first_key="first_seen_s", last_key="last_seen_s")
 
     def _read(self, gpu: GpuTrack, metric: Metric) -> float | None:
         nv = self._nvml

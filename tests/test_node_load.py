@@ -23,26 +23,33 @@ class Procs:
 
     def __init__(self, table: dict[int, tuple[str, str | None]] | None = None):
         self.table = dict(table or {})
+        self.owner_reads = 0
 
-    def __call__(self, pid: int) -> tuple[str | None, str | None]:
-        return self.table.get(pid, (None, None))
+    def start_time(self, pid: int) -> str | None:
+        return self.table.get(pid, (None, None))[0]
+
+    def owner(self, pid: int) -> str | None:
+        self.owner_reads += 1
+        return self.table.get(pid, (None, None))[1]
 
 
 def watch(procs: Procs, count: int = 1, owner: str | None = OWNER, **gpu_changes):
     nvml = fake_nvml(count, **gpu_changes)
     gpus = [SimpleNamespace(index=i, uuid=UUIDS[i]) for i in range(count)]
-    watcher = LoadWatch(gpus, owner, nvml, identify=procs)
+    watcher = LoadWatch(gpus, owner, nvml, start_time_of=procs.start_time, owner_of=procs.owner)
     assert watcher.open()
     return watcher, nvml
 
 
 def test_the_session_s_processes_load_the_gpu_and_others_are_foreign():
-    watcher, nvml = watch(Procs({100: ("1", OWNER), 200: ("2", "9:9"), 300: ("3", None)}))
+    procs = Procs({100: ("1", OWNER), 200: ("2", "9:9"), 300: ("3", None)})
+    watcher, nvml = watch(procs)
     nvml.gpus[0].compute_processes = [(100, 2**30), (200, 2**31), (300, None)]
     for second in range(3):
         watcher.poll(1000.0 + second)
     gpu = watcher.to_dict()["gpus"][UUIDS[0]]
     assert gpu["samples"] == gpu["loaded_samples"] == gpu["process_checks"] == 3
+    assert procs.owner_reads == 3  # each process's environment read once, not every period
     # Another session's rank (another owner) and an untagged process are foreign; ours is not.
     assert [(p["pid"], p["first_seen"], p["last_seen"]) for p in gpu["foreign_processes"]] == [
         (200, 1000.0, 1002.0), (300, 1000.0, 1002.0)]
@@ -127,8 +134,9 @@ def test_a_gpu_that_cannot_report_reasons_or_processes_says_so_once():
 
 def test_a_watch_runs_on_its_thread_until_stopped():
     nvml = fake_nvml(1)
+    procs = Procs()
     watcher = LoadWatch([SimpleNamespace(index=0, uuid=UUIDS[0])], OWNER, nvml, period_s=0.01,
-                        identify=Procs()).start()
+                        start_time_of=procs.start_time, owner_of=procs.owner).start()
     try:
         deadline = time.monotonic() + 5
         while watcher.gpus[0].samples < 3:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from harness.checks.node_load import load_foreign_check, load_throttling_check
 from harness.checks.verdict import Check
 from harness.node.gpu_state import Reading, value
-from harness.node.load_watch import CLOCK_SETTING_REASON
+from harness.node.nvml import CLOCK_SETTING_REASON
 from harness.profile.bounds import GpuStateBounds
 
 SOURCE_RULE = "harness rule (docs/gpu_state.md): a healthy GPU runs at its default limits with nothing pending"

@@ -58,11 +58,16 @@ def owner_env(run_dir: Path) -> dict[str, str]:
     return {OWNER_ENV: session_owner(), LAUNCH_DIR_ENV: str(Path(run_dir).resolve())}
 
 
-def process_identity(pid: int) -> tuple[str | None, str | None]:
-    """(its start time, the owner tag it carries) of a process: (None, None) where it is gone or not visible
-    from here; (start, None) where it has no tag or its environment cannot be read (another user's)."""
-    start = _start_time(pid)
-    return (start, _environ(str(pid)).get(OWNER_ENV)) if start is not None else (None, None)
+def process_start_time(pid: int) -> str | None:
+    """A process's start time (with its pid, it names one process for ever); None where it is gone or not
+    visible from here."""
+    return _start_time(pid)
+
+
+def process_owner(pid: int) -> str | None:
+    """The owner tag a process carries; None where it has none or its environment cannot be read (gone, or
+    another user's)."""
+    return _environ(str(pid)).get(OWNER_ENV)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -28,14 +28,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from harness.launch.cleanup import process_identity
-from harness.node.nvml import FAULT_REASONS, METRICS_BY_KEY, decode_clock_event_reasons, init_nvml, is_unsupported
-from harness.node.processes import compute_processes, foreign_process
+from harness.launch.cleanup import process_owner, process_start_time
+from harness.node.nvml import (CLOCK_SETTING_REASON, FAULT_REASONS, METRICS_BY_KEY, decode_clock_event_reasons,
+                               init_nvml, is_unsupported)
+from harness.node.processes import compute_processes, remember_foreign
 
 PERIOD_S = 1.0
 """How often every GPU is read: a case's window lasts tens of seconds, so it is sampled many times, and
 one NVML call per GPU per second costs the node nothing measurable."""
-CLOCK_SETTING_REASON = "applications clocks setting"
 MAX_INTERVALS = 50
 """Fault intervals kept per GPU (the first ones; later ones are counted, not kept)."""
 
@@ -87,13 +87,15 @@ class LoadWatch:
 
     def __init__(self, gpus: Sequence[Any], owner: str | None, nvml: Any = None, *, period_s: float = PERIOD_S,
                  clock: Callable[[], float] = time.time,
-                 identify: Callable[[int], tuple[str | None, str | None]] = process_identity):
+                 start_time_of: Callable[[int], str | None] = process_start_time,
+                 owner_of: Callable[[int], str | None] = process_owner):
         self.owner = owner
         """The session's owner tag; None: the probe was started without one, so no process can be told
         the session's (every one is then foreign, and nothing counts as under load)."""
         self.period_s = period_s
         self.clock = clock
-        self._identify = identify
+        self._start_time_of = start_time_of
+        self._owner_of = owner_of
         self._nvml = nvml
         self.gpus = [GpuLoad(index=int(gpu.index), uuid=str(gpu.uuid)) for gpu in gpus]
         self.failure: str | None = None
@@ -219,20 +221,13 @@ class LoadWatch:
                 loaded = True
             if verdict != "foreign":
                 continue
-            seen = gpu.foreign.get(pid)
-            if seen is None:
-                found = foreign_process(pid, used, gpu_index=gpu.index, gpu_uuid=gpu.uuid)
-                gpu.foreign[pid] = {"pid": pid, "name": found.name, "used_memory_mib": found.used_memory_mib,
-                                    "first_seen": now, "last_seen": now}
-            else:
-                seen["last_seen"] = now
-                if used is not None:
-                    seen["used_memory_mib"] = max(seen["used_memory_mib"] or 0.0, used / 2**20)
+            remember_foreign(gpu.foreign, pid, used, now, gpu_index=gpu.index, gpu_uuid=gpu.uuid,
+                             first_key="first_seen", last_key="last_seen")
         return loaded
 
     def _classify(self, pid: int) -> str:
         """``ours``, ``foreign``, or ``gone`` (not in /proc: it ended between NVML's list and this look)."""
-        start, owner = self._identify(pid)
+        start = self._start_time_of(pid)
         if start is None:
             # A rank ending as a case ends is listed once more and then gone: not foreign. A pid NVML
             # keeps listing that /proc never shows lives in another PID namespace: foreign, as on the
@@ -240,10 +235,11 @@ class LoadWatch:
             self._unseen[pid] = self._unseen.get(pid, 0) + 1
             return "foreign" if self._unseen[pid] >= 2 else "gone"
         self._unseen.pop(pid, None)
-        # Asked once per process (pid and start time: a pid may be reused), as its environment never changes.
+        # The environment is read once per process (pid and start time: a pid may be reused): it never changes,
+        # and /proc/<pid>/environ costs more than the start time asked every period.
         key = (pid, start)
         if key not in self._ours:
-            self._ours[key] = self.owner is not None and owner == self.owner
+            self._ours[key] = self.owner is not None and self._owner_of(pid) == self.owner
         return "ours" if self._ours[key] else "foreign"
 
     # -- the record

@@ -80,9 +80,11 @@ class ClockEventReason:
     are how a healthy GPU is run, so they are recorded but fail nothing."""
 
 
+CLOCK_SETTING_REASON = "applications clocks setting"
+"""What locked clocks (``nvidia-smi -lgc``) look like to NVML under load, which has no getter for them."""
 CLOCK_EVENT_REASONS = (
     ClockEventReason(0x1, "gpu idle", False),
-    ClockEventReason(0x2, "applications clocks setting", False),
+    ClockEventReason(0x2, CLOCK_SETTING_REASON, False),
     ClockEventReason(0x4, "sw power cap", False),
     ClockEventReason(0x8, "hw slowdown", True),
     ClockEventReason(0x10, "sync boost", False),

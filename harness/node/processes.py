@@ -123,3 +123,19 @@ def descends_from(pid: int, ancestor: int, proc: Path = Path("/proc"), max_depth
 def foreign_process(pid: int, used_bytes: int | None, *, gpu_index: Any, gpu_uuid: Any) -> GpuProcess:
     return GpuProcess(gpu_index=gpu_index, gpu_uuid=gpu_uuid, pid=pid, name=_process_name(pid),
                       used_memory_mib=used_bytes / 2**20 if used_bytes is not None else None)
+
+
+def remember_foreign(seen: dict[int, dict], pid: int, used_bytes: int | None, at: float, *, gpu_index: Any,
+                     gpu_uuid: Any, first_key: str, last_key: str) -> None:
+    """Note one sighting of a foreign process in ``seen`` (pid -> pid, name, the most memory seen in MiB, and
+    when it was first and last seen, under ``first_key`` / ``last_key``): a window's sampler and the other
+    nodes' load watch keep them alike."""
+    known = seen.get(pid)
+    if known is None:
+        found = foreign_process(pid, used_bytes, gpu_index=gpu_index, gpu_uuid=gpu_uuid)
+        seen[pid] = {"pid": pid, "name": found.name, "used_memory_mib": found.used_memory_mib,
+                     first_key: at, last_key: at}
+        return
+    known[last_key] = at
+    if used_bytes is not None:
+        known["used_memory_mib"] = max(known["used_memory_mib"] or 0.0, used_bytes / 2**20)

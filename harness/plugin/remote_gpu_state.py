@@ -30,7 +30,7 @@ from harness.launch import slurm
 from harness.launch.cleanup import session_owner
 from harness.launch.command import PACKAGE_ROOT
 from harness.node.gpu_state_probe import STOP_FILE, node_file
-from harness.node.load_watch import CLOCK_SETTING_REASON
+from harness.node.nvml import CLOCK_SETTING_REASON
 from harness.node.processes import GpuProcess, busy_gpu_message
 from harness.plugin.cases import node_counts
 from harness.plugin.context import SessionContext
