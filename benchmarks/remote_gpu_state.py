@@ -8,10 +8,10 @@ against a profile: what a healthy GPU node's probe says, and how long it takes.
 The driver's side (harness/plugin/remote_gpu_state.py) starts the probe with its srun prefix cut off
 (no Slurm needed), waits for the start snapshot, lets it watch, stops it with the ``stop`` file and
 judges every GPU with the GPU-state checks, throttling and foreign processes over the session included
-(harness/checks/node_load.py). ``--load`` puts a bf16 GEMM loop on the GPUs meanwhile: ``session``
-carries the session's owner tag (as every launch of a session does), ``foreign`` does not. On a healthy
-node every check passes, or is not evaluated where the profile's ``allow_unsupported`` says so; the
-same as ``test_gpu_state[<node>-gpuN]``.
+(harness/checks/node_load.py). ``--load`` puts harness selftest's foreign matmul loop on the GPUs
+meanwhile: ``session`` carries the session's owner tag (as every launch of a session does),
+``foreign`` does not. On a healthy node every check passes, or is not evaluated where the profile's
+``allow_unsupported`` says so; the same as ``test_gpu_state[<node>-gpuN]``.
 """
 
 from __future__ import annotations
@@ -41,31 +41,27 @@ def local_task(command: list[str], **kwargs: Any) -> subprocess.Popen:
     return subprocess.Popen(command[command.index(sys.executable):], **kwargs)
 
 
-GEMM_LOOP = """
-import sys, time, torch
-device = torch.device("cuda", int(sys.argv[1]))
-a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    for _ in range(50):
-        c = a @ b
-    torch.cuda.synchronize(device)  # every 50 GEMMs: only so the loop can see its deadline
-"""
-"""A full-load bf16 GEMM loop on one GPU for N seconds: a case's rank, or a foreign job."""
+LOAD = ("import sys; from pathlib import Path; from harness.selftest.foreign_load import gpu_load; "
+        "gpu_load(float(sys.argv[1]), Path(sys.argv[2]))")
+"""harness selftest's foreign matmul loop (harness/selftest/foreign_load.py) on the one GPU it is shown, for
+N seconds: here a case's rank or a foreign job, by its environment."""
 
 
 def start_loads(kind: str, gpus: list[int], seconds: float) -> list[subprocess.Popen]:
     """The session's load on every GPU (tagged as the session's launches are) and, for ``session+foreign``,
     an untagged one on the first GPU."""
-    tagged = {**os.environ, **owner_env(Path(tempfile.gettempdir()))}
-    untagged = {key: value for key, value in os.environ.items() if key != OWNER_ENV}
-    loads = []
-    if kind in ("session", "session+foreign"):
-        loads += [subprocess.Popen([sys.executable, "-c", GEMM_LOOP, str(gpu), str(seconds)], env=tagged)
-                  for gpu in gpus]
+    base = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    tagged = {**base, **owner_env(Path(tempfile.gettempdir()))}
+    untagged = {key: value for key, value in base.items() if key != OWNER_ENV}
+    started = Path(tempfile.mkdtemp(prefix="remote-gpu-state-load-"))
+
+    def load(gpu: int, env: dict[str, str], name: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", LOAD, str(seconds), str(started / name)],
+                                env={**env, "CUDA_VISIBLE_DEVICES": str(gpu)})
+
+    loads = [load(gpu, tagged, f"session-{gpu}") for gpu in gpus] if kind in ("session", "session+foreign") else []
     if kind == "session+foreign":
-        loads.append(subprocess.Popen([sys.executable, "-c", GEMM_LOOP, str(gpus[0]), str(seconds)], env=untagged))
+        loads.append(load(gpus[0], untagged, "foreign"))
     return loads
 
 
