@@ -16,6 +16,7 @@ through it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import platform
@@ -252,6 +253,10 @@ class ProcessGroup:
     host: str
     init_s: float
     """Seconds the process-group start took (NCCL or gloo init)."""
+    size: int = 1
+    """Ranks in this group: the launch's world size, or a case's narrower subgroup (``narrowed``)."""
+    subgroup: Any = None
+    """The torch.distributed group of a case on ranks 0 .. size-1 of a wider launch; None: every rank."""
 
     @property
     def cuda(self) -> bool:
@@ -263,10 +268,33 @@ class ProcessGroup:
             self.torch.cuda.synchronize(self.device)
 
     def across_ranks(self, value: float, op: Any) -> float:
-        """``value`` reduced over every rank with ``op`` (a dist.ReduceOp): one tiny all-reduce."""
+        """``value`` reduced over every rank of the group with ``op`` (a dist.ReduceOp): one tiny all-reduce."""
         tensor = self.torch.tensor([value], dtype=self.torch.float64, device=self.device)
-        self.dist.all_reduce(tensor, op=op)
+        self.dist.all_reduce(tensor, op=op, group=self.subgroup)
         return float(tensor.item())
+
+    def barrier(self) -> None:
+        """Every rank of the group meets here."""
+        if self.cuda:
+            self.dist.barrier(group=self.subgroup, device_ids=[self.device.index])
+        else:
+            self.dist.barrier(group=self.subgroup)
+
+    def narrowed(self, size: int, subgroup: Any) -> ProcessGroup:
+        """This group as a case on its first ``size`` ranks sees it (``subgroup`` holds them)."""
+        return dataclasses.replace(self, size=size, subgroup=subgroup)
+
+
+def case_subgroups(group: ProcessGroup, sizes: list[int]) -> dict[int, Any]:
+    """One subgroup of ranks 0 .. n-1 for each size n narrower than the launch, made up front: every rank
+    must create every group, in the same order, members or not."""
+    made = {}
+    for size in sorted(set(sizes)):
+        if not 1 <= size <= group.size:
+            raise RankFailure(f"a case of the plan runs on {size} ranks; the launch has {group.size}", "setup")
+        if size < group.size:
+            made[size] = group.dist.new_group(ranks=list(range(size)))
+    return made
 
 
 def start_process_group(device_kind: str, rank: Rank) -> ProcessGroup:
@@ -292,4 +320,5 @@ def start_process_group(device_kind: str, rank: Rank) -> ProcessGroup:
         device_name = platform.processor() or platform.machine() or "cpu"
         uuid, index = None, None
     return ProcessGroup(torch=torch, dist=dist, device=device, device_name=device_name, gpu_uuid=uuid,
-                        gpu_index=index, host=socket.gethostname(), init_s=time.time() - started)
+                        gpu_index=index, host=socket.gethostname(), init_s=time.time() - started,
+                        size=rank.world_size)

@@ -471,8 +471,8 @@ def test_crash_and_oom_faults_raise():
 def test_cases_of_one_launch_must_share_its_shape(tmp_path):
     from harness.launch.group import run_benchmark_group
 
-    specs = [_spec(), _spec(gpus_per_node=1)]
-    with pytest.raises(ValueError, match="the cases of one launch must share gpus_per_node"):
+    specs = [_spec(), _spec(telemetry=False)]
+    with pytest.raises(ValueError, match="the cases of one launch must share telemetry"):
         run_benchmark_group(specs, [tmp_path / "a", tmp_path / "b"], ["a", "b"], tmp_path / "launch")
     with pytest.raises(ValueError, match="one run directory and one run id per spec"):
         run_benchmark_group([_spec(), _spec()], [tmp_path / "a"], ["a", "b"], tmp_path / "launch")

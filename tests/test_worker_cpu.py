@@ -223,9 +223,46 @@ def test_a_failed_case_of_a_group_fails_alone_naming_its_rank(group_run):
 
 def test_the_cases_after_a_failure_run_again_in_a_launch_of_their_own(group_run):
     _, _, records = group_run
-    assert records[0].settings["launch"] == {"cases": 3, "index": 0}
-    assert records[2].settings["launch"] == {"cases": 1, "index": 0}
+    assert {k: records[0].settings["launch"][k] for k in ("cases", "index")} == {"cases": 3, "index": 0}
+    assert {k: records[2].settings["launch"][k] for k in ("cases", "index")} == {"cases": 1, "index": 0}
     assert records[2].batch_size_per_gpu == 8
+
+
+@pytest.fixture(scope="module")
+def mixed_width_run(tmp_path_factory, fast_spec):
+    """One 2-rank launch: the 1-rank reference on both ranks at once, a 1-rank DDP case (rank 1 waits),
+    then the 2-rank DDP case, as the plugin orders a node's cases (launch_order)."""
+    from harness.launch.group import run_benchmark_group
+
+    specs = [fast_spec(gpus_per_node=2, independent=True), fast_spec(gpus_per_node=1), fast_spec(gpus_per_node=2)]
+    root = tmp_path_factory.mktemp("mixed")
+    run_dirs = [root / f"case{i}" for i in range(3)]
+    return run_dirs, run_benchmark_group(specs, run_dirs, [f"mixed-case{i}" for i in range(3)], root / "launch")
+
+
+@pytest.mark.slow
+def test_cases_of_every_width_share_one_launch(mixed_width_run):
+    run_dirs, records = mixed_width_run
+    assert [r.status for r in records] == ["ok", "ok", "ok"], [_reason(r) for r in records]
+    assert [r.world_size for r in records] == [1, 1, 2]
+    assert [len(r.per_rank) for r in records] == [2, 1, 2]
+    assert [r.settings["launch"]["ranks"] for r in records] == [2, 1, 2]
+    assert {r.settings["launch"]["launch_ranks"] for r in records} == {2}
+    assert {r.settings["launch"]["cases"] for r in records} == {3}  # nothing ran again in a launch of its own
+    # The reference paid the cold start; the same work after it on the same ranks settles hot.
+    assert [r.settings["launch"]["settle"] for r in records] == ["cold", "hot", "hot"]
+    assert not list(run_dirs[1].glob("rank1.*")), "rank 1 is not one of the 1-rank case's ranks"
+
+
+@pytest.mark.slow
+def test_a_ddp_figure_is_timed_as_its_reference_is(mixed_width_run):
+    """Both over the busy seconds of the slowest rank (step events summed), not the window with its pauses."""
+    _, records = mixed_width_run
+    ddp = records[2]
+    slowest = max(ddp.per_rank, key=lambda rank: rank.throughput and 1 / rank.throughput)
+    steps = ddp.measured_steps
+    busy_s = slowest.step_time.mean_ms * steps / 1000
+    assert ddp.throughput_total == pytest.approx(ddp.global_batch_size * steps / busy_s)
 
 
 def test_start_up_is_charged_to_the_first_case_of_a_launch(group_run):

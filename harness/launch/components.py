@@ -7,6 +7,7 @@ each GPU (and each ordered pair) from its figures in a test of its own (harness/
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,13 +77,16 @@ class ComponentsSpec(LaunchedSpec):
                               run_dir=Path(run_dir), run_id=run_id)
 
 
-def node_components_spec(device: str, gpus: Sequence[GpuInfo],
-                         launch: Callable[[int], LaunchSettings]) -> ComponentsSpec:
+def node_components_spec(device: str, gpus: Sequence[GpuInfo], launch: Callable[[int], LaunchSettings], *,
+                         gemm_dtypes: tuple[str, ...] = GPU_GEMM_DTYPES, peer: bool = True) -> ComponentsSpec:
     """The component launch of a node, as acceptance and calibrate run it: every GPU at once with the GPU
     sizes; on a CPU profile one rank, GEMM and memory only (its figures are a self-check). ``launch`` gives
-    the LaunchSettings for a number of GPUs (ranks)."""
+    the LaunchSettings for a number of GPUs (ranks); ``gemm_dtypes`` and ``peer`` narrow a GPU launch to
+    what the session judges (each GEMM dtype costs its warm-up and window; the peer matrix n x (n - 1) pairs)."""
     if device == "cuda":
-        return ComponentsSpec(launch=launch(len(gpus)), sizes=GPU_SIZES, placements=placements_of(gpus))
+        parts = tuple(part for part in PARTS if peer or part != "peer")
+        return ComponentsSpec(launch=launch(len(gpus)), sizes=dataclasses.replace(GPU_SIZES, gemm_dtypes=gemm_dtypes),
+                              placements=placements_of(gpus), parts=parts)
     return ComponentsSpec(launch=launch(1), sizes=CPU_SIZES, parts=("gemm", "hbm"))
 
 

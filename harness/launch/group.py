@@ -1,7 +1,9 @@
-"""Several benchmark cases of one GPU layout in one torchrun launch; one record per case, in order.
+"""Several benchmark cases of one node in one torchrun launch; one record per case, in order.
 
-What the single launch saves is the process start, imports and process-group init of every
-case but the first (about 6 s each on H200: docs/measurements.md). What each case keeps is its
+The launch is as wide as its widest case; a narrower case runs on ranks 0 .. n-1 (a subgroup) while
+the others wait (harness/workloads/ddp_cases.py). What the single launch saves is the process start,
+imports and process-group init of every case but the first (11-17 s each on 4 x H200, issue 28) and
+cuDNN's autotuning of every case after the first of its model and precision. What each case keeps is its
 own: run directory, record, telemetry window (a sampler per case, opened and closed by that
 case's phase files), time bounds. The first failure ends the launch: that case gets the failure
 record, the cases before it keep theirs, and the cases after it run again in a new launch, so
@@ -28,8 +30,9 @@ from harness.records import RunRecord, read_record, write_record
 from harness import telemetry
 from harness.workloads.plan import RECORD_FILE, BenchmarkPlan
 
-PER_CASE_SETTINGS = ("timeout_s",)
-"""The only launch setting the cases of one launch may differ in: the launch may take what they take together."""
+PER_CASE_SETTINGS = ("timeout_s", "gpus_per_node")
+"""The launch settings the cases of one launch may differ in: the launch may take what they take together,
+and is as wide as its widest case."""
 
 
 def check_one_launch(specs: list[BenchmarkSpec]) -> None:
@@ -59,10 +62,11 @@ def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_id
         clear_run_dir(run_dir)
     plan = BenchmarkPlan(cases=tuple(spec.case_plan(run_dir, run_id)
                                      for spec, run_dir, run_id in zip(specs, run_dirs, run_ids, strict=True)))
-    command = prepare_group_launch(plan, launch_dir, specs[0].launch)
+    widest = max(specs, key=lambda spec: spec.gpus_per_node).launch
+    command = prepare_group_launch(plan, launch_dir, widest)
     launch_id = f"{launch_dir.name}-{os.getpid()}-{int(time.time())}"
     # The stall rule bounds each case; the whole launch may take what its cases may take together.
-    outcome = run_job(specs[0].launch, command, launch_dir, launch_id,
+    outcome = run_job(widest, command, launch_dir, launch_id,
                       timeout_s=sum(spec.launch.timeout_s for spec in specs),
                       sampler=CaseSamplers(run_dirs, specs[0].launch))
     return _records_of_group(specs, run_dirs, run_ids, launch_dir, outcome)

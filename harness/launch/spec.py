@@ -243,7 +243,8 @@ class BenchmarkSpec(LaunchedSpec):
             sync_each_step=self.sync_each_step, ci_target=self.ci_target,
             max_measure_seconds=(self.max_measure_seconds if self.max_measure_seconds is not None
                                  else default_max_measure_seconds(self.measure_seconds)),
-            ci_block_seconds=self.ci_block_seconds, independent=self.independent, run_dir=Path(run_dir), run_id=run_id)
+            ci_block_seconds=self.ci_block_seconds, independent=self.independent, ranks=self.world_size,
+            run_dir=Path(run_dir), run_id=run_id)
 
     def plan(self, run_dir: Path, run_id: str) -> BenchmarkPlan:
         return BenchmarkPlan(cases=(self.case_plan(run_dir, run_id),))

@@ -24,6 +24,7 @@ from harness.plugin.context import SessionContext
 from harness.plugin.options import LEVELS
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
+from harness.workloads.components.arith import GPU_GEMM_DTYPES
 
 NO_GPU = "no GPU on a CPU run"
 TEST_LEVELS = {
@@ -103,6 +104,10 @@ def pair_params(ctx: SessionContext) -> list:
     if ctx.device != "cuda":
         return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(reason=f"not applicable: {NO_GPU}"))]
     indices = [gpu.index for gpu in ctx.hardware.gpus]
+    if len(indices) >= 2 and not peer_judged(ctx):
+        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
+            reason=f"not measured: profile {ctx.profile.name} has no peer bound ([components] min_peer_gbps); "
+                   "--level long measures the peer matrix for the report"))]
     if len(indices) < 2:
         return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
             reason=f"not applicable: {len(indices)} GPU on this node, no pair to copy between"))]
@@ -119,9 +124,26 @@ def parametrize(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_accep
 # --- the one launch, judged per GPU and per pair ------------------------------------------------
 
 
+def gemm_dtypes(ctx: SessionContext) -> tuple[str, ...]:
+    """The GEMM dtypes this session measures: at level long every one; below it the matrix's first
+    precision alone (bf16 on Hopper: 6 s instead of 19.5 s on 4 x H200, issue 28)."""
+    if ctx.options.level == "long":
+        return GPU_GEMM_DTYPES
+    return tuple(p for p in ctx.profile.precisions if p in GPU_GEMM_DTYPES)[:1] or GPU_GEMM_DTYPES[:1]
+
+
+def peer_judged(ctx: SessionContext) -> bool:
+    """Whether the peer matrix runs: at level long, or where the profile bounds it (nothing is measured
+    that no bound judges)."""
+    bounds = ctx.profile.components
+    bounded = bounds is not None and (bounds.min_peer_gbps is not None or bounds.max_peer_latency_us is not None)
+    return ctx.options.level == "long" or bounded
+
+
 def components_spec(ctx: SessionContext) -> ComponentsSpec:
     """Every GPU of the node at once; one rank on a CPU profile (its figures are a self-check)."""
-    return node_components_spec(ctx.device, ctx.hardware.gpus, lambda gpus: launch_settings(ctx, gpus))
+    return node_components_spec(ctx.device, ctx.hardware.gpus, lambda gpus: launch_settings(ctx, gpus),
+                                gemm_dtypes=gemm_dtypes(ctx), peer=peer_judged(ctx))
 
 
 def _one_gpu(telemetry: dict | None, uuid: str | None) -> dict | None:

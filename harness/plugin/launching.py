@@ -1,9 +1,10 @@
-"""Launching the benchmark cases: grouped by GPU count, repeated, and each 1-GPU baseline once.
+"""Launching the benchmark cases: one launch per node, repeated, and each 1-GPU baseline once.
 
-A test asks for its case's record; the first test of a GPU count launches every pending case of
-that count together (``--harness-launch grouped``, the default) and the others find theirs
-waiting. A case's 1-GPU baseline is keyed by what that run does (model, precision, batch), so a
-weak-scaling 1-GPU case and a strong-scaling baseline of the same batch are one launch.
+A test asks for its case's record; the first test launches every pending single-node case together
+(``--harness-launch grouped``, the default), ordered by model and precision so that a case's 1-GPU
+reference and its 2-, 4-, 8-GPU runs are measured back to back, in the same processes (launch_order);
+the other tests find their records waiting. A case's 1-GPU baseline is keyed by what that run does
+(model, precision, batch), so a weak-scaling 1-GPU case and a strong-scaling baseline of the same batch are one launch.
 """
 
 from __future__ import annotations
@@ -60,16 +61,14 @@ class CaseLauncher:
         return [(label, spec) for label, spec in wanted.items() if label not in self.launched]
 
     def launch_group(self, label: str, spec: BenchmarkSpec) -> None:
-        """Launch ``spec`` (and, grouped, every pending case of its GPU count) ``repeats`` times each."""
+        """Launch ``spec`` (and, grouped, every pending single-node case) ``repeats`` times each."""
         ctx, repeats = self.ctx, self.ctx.options.repeats
         group = [(label, spec)]
         if ctx.options.launch == "grouped" and spec.nodes == 1:
-            # One GPU count per launch: the 1-GPU cases (each on every GPU at once) apart from the DDP ones.
-            group += [(other, s) for other, s in self.pending()
-                      if other != label and s.nodes == 1 and s.gpus_per_node == spec.gpus_per_node
-                      and s.independent == spec.independent]
+            group = launch_order(group + [(other, s) for other, s in self.pending() if other != label and s.nodes == 1])
         runs = [(f"{name}-repeat{r + 1}" if r else name, s) for name, s in group for r in range(repeats)]
-        busy = ctx.busy_gpus(spec.gpus_per_node)
+        width = max(s.gpus_per_node for _, s in group)
+        busy = ctx.busy_gpus(width)
         if busy:
             records = [refused_record(s, f"{ctx.run_id}-{name}", busy) for name, s in runs]
         elif len(runs) == 1:
@@ -79,8 +78,7 @@ class CaseLauncher:
             records = shared_launch.run_benchmark_group(
                 [s for _, s in runs], [ctx.log_dir(name) for name, _ in runs],
                 [f"{ctx.run_id}-{name}" for name, _ in runs],
-                ctx.log_dir(f"launch{self.launches}-{spec.gpus_per_node}x1gpu" if spec.independent
-                            else f"launch{self.launches}-{spec.gpus_per_node}gpu"))
+                ctx.log_dir(f"launch{self.launches}-{width}gpu"))
         for (name, _), record in zip(runs, records, strict=True):
             write_record(ctx.record_path(name), record)
         for index, (name, _) in enumerate(group):
@@ -122,6 +120,15 @@ class CaseLauncher:
             return record, self.baseline(case) if case.world_size > 1 and record.ok else None
         record = self.launch(case)
         return record, self.baseline(case) if record.ok else None
+
+
+def launch_order(group: list[tuple[str, BenchmarkSpec]]) -> list[tuple[str, BenchmarkSpec]]:
+    """Cases by model, precision and scaling mode; within each, the 1-GPU reference (every GPU at once)
+    first, then the GPU counts ascending: an efficiency's two figures are measured seconds apart, and
+    each case after the first of its work starts hot (harness/workloads/ddp_cases.py settle_key)."""
+    first_seen = {key: index for index, key in reversed(list(enumerate((s.model, s.precision) for _, s in group)))}
+    return sorted(group, key=lambda item: (first_seen[(item[1].model, item[1].precision)], item[1].scaling != "weak",
+                                           not item[1].independent, item[1].training_world_size))
 
 
 def refused_record(spec: BenchmarkSpec, run_id: str, busy: list[GpuProcess]) -> RunRecord:

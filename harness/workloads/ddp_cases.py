@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from harness import __version__
-from harness.rank import SEED, ProcessGroup, Rank, RankFailure, launch_epoch, start_process_group
+from harness.rank import SEED, ProcessGroup, Rank, RankFailure, case_subgroups, launch_epoch, start_process_group
 from harness.records import Versions, write_record
 from harness.workloads import compilecache, faults, recipe
 from harness.workloads.ddp_record import build_record
@@ -38,22 +38,47 @@ from harness.workloads.window import fixed_window_steps, measure_adaptively, war
 
 def run_cases(plan: BenchmarkPlan, rank: Rank, *, process_start_s: float, startup_s: dict[str, float]) -> None:
     """Every case of the plan in order, on one process group; ``startup_s`` is what the launch spent
-    before it (process start, imports), ``process_start_s`` when this process started."""
+    before it (process start, imports), ``process_start_s`` when this process started.
+
+    A case on fewer ranks than the launch (a 2-GPU case of a 4-GPU node) runs on ranks 0 .. n-1 in a
+    subgroup; the other ranks wait for it at the launch-wide barrier after each case, so the 1-GPU
+    reference and the N-GPU cases of one model run back to back in the same processes."""
     if plan.cases[0].device == "cuda":
         torch.backends.cudnn.benchmark = True  # autotuned convolutions, as training jobs run them
     group = start_process_group(plan.cases[0].device, rank)
+    subgroups = case_subgroups(group, [case.ranks for case in plan.cases])
     startup_s = {**startup_s, "init": group.init_s}
+    settled: set[tuple] = set()
+    """What this rank has trained in this launch: a case of the same work starts hot (settle_key)."""
     for index, case in enumerate(plan.cases):
+        if rank.rank >= case.ranks:
+            # Not one of this case's ranks: wait at the barrier below (no expected time: the setup bound holds).
+            rank.phase.enter_case(None, index)
+            rank.phase.write("idle")
+            group.barrier()
+            continue
         case.run_dir.mkdir(parents=True, exist_ok=True)
         rank.phase.enter_case(case.run_dir, index)
         if len(plan.cases) > 1:
             print(f"[harness worker] case {index + 1}/{len(plan.cases)}: {case.run_id}", flush=True)
+        hot = settle_key(case) in settled
         # The launch's fixed costs go to its first case; later cases start at "build".
-        run_case(case, rank, group, startup_s=startup_s if index == 0 else {key: 0.0 for key in startup_s},
-                 launch={"cases": len(plan.cases), "index": index}, process_start_s=process_start_s)
+        run_case(case, rank, group.narrowed(case.ranks, subgroups.get(case.ranks)),
+                 startup_s=startup_s if index == 0 else {key: 0.0 for key in startup_s},
+                 launch={"cases": len(plan.cases), "index": index, "ranks": case.ranks, "launch_ranks": group.size},
+                 process_start_s=process_start_s, hot=hot)
+        settled.add(settle_key(case))
         rank.phase.write("done")
+        group.barrier()  # the launch's every rank: the next case starts with all of them free
     group.dist.destroy_process_group()
     rank.phase.enter_case(None, len(plan.cases))
+
+
+def settle_key(case: CasePlan) -> tuple:
+    """What a case's one-time costs depend on: cuDNN's autotuned algorithms are kept per process and per
+    convolution shape, compiled graphs per model, so a later case of the same work on the same rank
+    skips them (its GPU is hot too: the previous case ended a moment ago)."""
+    return case.model, case.precision, case.batch_size_per_gpu, case.compile
 
 
 def check_batch(case: CasePlan, world_size: int) -> None:
@@ -79,11 +104,12 @@ class Window:
 
 
 def run_case(case: CasePlan, rank: Rank, group: ProcessGroup, *, startup_s: dict[str, float], launch: dict,
-             process_start_s: float) -> None:
-    """Build, warm up, probe, measure and record one case on an initialised process group."""
+             process_start_s: float, hot: bool = False) -> None:
+    """Build, warm up, probe, measure and record one case on an initialised process group (the case's ranks).
+    ``hot``: this rank ran the same work earlier in the launch (settle_key), so its warm-up settles sooner."""
     t_case = time.time()
     rank.phase.write("setup")
-    training_world_size = 1 if case.independent else rank.world_size
+    training_world_size = 1 if case.independent else group.size
     check_batch(case, training_world_size)
     if launch["index"] > 0:
         gc.collect()  # DDP's reducer holds reference cycles: the previous case's model goes only now
@@ -91,7 +117,7 @@ def run_case(case: CasePlan, rank: Rank, group: ProcessGroup, *, startup_s: dict
             torch.cuda.empty_cache()  # and its cached blocks: this case's batch must find the memory free
     run = CaseRun(case, rank, group)
     t_built = time.time()
-    warmup_steps, block_ms, warmup_s = run.warm_up()
+    warmup_steps, block_ms, warmup_s = run.warm_up(hot)
     t_warm = time.time()
     compute_step_ms = run.probe(block_ms)
     t_probed = time.time()
@@ -105,12 +131,12 @@ def run_case(case: CasePlan, rank: Rank, group: ProcessGroup, *, startup_s: dict
         record = build_record(
             case, spec=run.model, world_size=training_world_size, gathered=gathered, warmup_steps=warmup_steps,
             warmup_s=warmup_s, measured_steps=len(window.step_times_ms), phases_s=phases_s, versions=versions(),
-            nodes=int(os.environ.get("HARNESS_NODES", os.environ.get("GROUP_WORLD_SIZE", "1"))), launch=launch,
-            started_at=launch_epoch(process_start_s))
+            nodes=int(os.environ.get("HARNESS_NODES", os.environ.get("GROUP_WORLD_SIZE", "1"))),
+            launch={**launch, "settle": "hot" if hot else "cold"}, started_at=launch_epoch(process_start_s))
         write_record(case.run_dir / RECORD_FILE, record)
         print(f"[harness worker] record written: {record.status} "
               f"{record.throughput_per_gpu} {run.model.sample_unit}/s per GPU", flush=True)
-    dist.barrier()
+    group.barrier()
     del run  # free this case's model, optimizer state and batch before the next case builds its own
 
 
@@ -126,7 +152,7 @@ class CaseRun:
         # compiled or found in the caches (on which ranks), which is most of a compiled case's wall time.
         self.cache_lookups_before = compilecache.lookups() if case.compile else None
         # Independent: this GPU's own model, no gradient all-reduce (the 1-GPU case on every GPU at once).
-        self.ddp = None if case.independent else recipe.build_ddp(self.model, group.device)
+        self.ddp = None if case.independent else recipe.build_ddp(self.model, group.device, group.subgroup)
         self.module = self.ddp if self.ddp is not None else recipe.build_model(self.model, group.device)
         self.step_fn = recipe.TrainStep(torch.compile(self.module) if case.compile else self.module,
                                         self.module.parameters(), self.model, case.precision, group.device,
@@ -145,12 +171,12 @@ class CaseRun:
         if self.fault is not None and self.fault.due(self.rank.rank, phase_name, step, self.case.model):
             faults.after_step(self.fault, self.group.device)  # host_sync: a degradation `harness selftest` injects
 
-    def warm_up(self) -> tuple[int, float, float]:
+    def warm_up(self, hot: bool) -> tuple[int, float, float]:
         """Blocks until the minimum steps and seconds have passed and block times are steady."""
         self.rank.phase.write("warmup")
         try:
             result = warm_up(self.case, self.train_step, self.group.sync, self.group.across_ranks,
-                             dist.ReduceOp.MIN, self.rank.phase)
+                             dist.ReduceOp.MIN, self.rank.phase, hot=hot)
         except torch.OutOfMemoryError as exc:
             raise self.out_of_memory("warmup", exc) from None
         self.check_finite("warmup")
@@ -159,7 +185,7 @@ class CaseRun:
     def probe(self, block_ms: float) -> float | None:
         """Each rank's own step time with gradient sync off (the synced steps hide a slow GPU)."""
         case = self.case
-        if self.ddp is None or self.rank.world_size == 1 or case.compile or case.compute_probe_steps <= 0:
+        if self.ddp is None or self.group.size == 1 or case.compile or case.compute_probe_steps <= 0:
             return None  # independent ranks (no DDP) are timed on their own already: their window is the probe
         self.rank.phase.write("probe", expected_s=case.compute_probe_steps * block_ms / 1000.0)
         self.group.sync()
@@ -191,7 +217,7 @@ class CaseRun:
         self.loss_sum.zero_()
         if group.cuda:
             torch.cuda.reset_peak_memory_stats(group.device)
-        dist.barrier()
+        group.barrier()
         group.sync()
         window = window_timer(group.cuda, 1, torch)  # brackets the whole window: gaps between adaptive blocks count
         try:
@@ -228,8 +254,8 @@ class CaseRun:
             "compile_cache": (compilecache.delta(self.cache_lookups_before, compilecache.lookups())
                               if self.case.compile else None),
         }
-        gathered: list[Any] = [None] * self.rank.world_size
-        dist.all_gather_object(gathered, mine)
+        gathered: list[Any] = [None] * group.size
+        dist.all_gather_object(gathered, mine, group=group.subgroup)
         return gathered
 
     def check_finite(self, phase_name: str) -> None:

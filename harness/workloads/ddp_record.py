@@ -1,5 +1,6 @@
 """Every rank's raw timings of one benchmark case, gathered on rank 0, into the run record (pure: no
-GPU, no process group; unit-tested). Throughput = global samples in the window / the slowest rank's window time;
+GPU, no process group; unit-tested). Throughput = global samples in the window / the slowest rank's busy
+seconds (its step events summed: the host's pauses between blocks left out, as for the 1-GPU reference);
 its 95 % CI from batch means; TFLOP/s and MFU from the model's FLOPs per sample.
 
 Each rank's own rate goes into its RankStats. An independent case (each GPU its own 1-GPU run)
@@ -18,13 +19,17 @@ from harness.workloads.plan import CasePlan
 from harness.workloads.stats import step_time_stats, straggler, throughput_ci95_rel
 
 
+def busy_seconds(g: dict) -> float:
+    """The seconds of one rank's measured steps: their CUDA events back to back within each block. The
+    pauses between blocks (the host reads the events and the ranks vote) are left out, under DDP and
+    for an independent rank alike, so an efficiency's numerator and denominator are timed the same way."""
+    return sum(g["step_times_ms"]) / 1000.0
+
+
 def rank_throughput(plan: CasePlan, g: dict) -> float:
-    """One rank's own rate, samples/s. Under DDP: over its window. Independent: over its own steps'
-    time (the step events are back to back within a block), which leaves out the waits for the
-    other GPUs at the block boundaries' votes: a fast GPU must not read as slow as the slowest."""
-    steps = len(g["step_times_ms"])
-    seconds = sum(g["step_times_ms"]) / 1000.0 if plan.independent else g["window_s"]
-    return plan.batch_size_per_gpu * steps / seconds
+    """One rank's own rate, samples/s, over its busy seconds (under DDP every rank waits for the slowest
+    inside each step, so each rank's rate is the run's; an independent rank's is its GPU's own)."""
+    return plan.batch_size_per_gpu * len(g["step_times_ms"]) / busy_seconds(g)
 
 
 def _per_rank(plan: CasePlan, gathered: list[dict]) -> tuple[RankStats, ...]:
@@ -71,12 +76,12 @@ def build_record(plan: CasePlan, *, spec: Any, world_size: int, gathered: list[d
                  launch: dict | None = None, started_at: float | None = None) -> RunRecord:
     """Turn every rank's raw timings into the run record; ``spec`` is the case's ModelSpec."""
     per_rank = _per_rank(plan, gathered)
-    slowest = max(gathered, key=lambda g: g["window_s"])
-    window_s = slowest["window_s"]
+    slowest = max(gathered, key=busy_seconds)
+    window_s = max(g["window_s"] for g in gathered)
     # Independent: each GPU trained alone; the median GPU stands for the node (world size 1).
     judged = median_rank(plan, gathered) if plan.independent else slowest
     throughput_total = (rank_throughput(plan, judged) if plan.independent
-                        else plan.global_batch_size * measured_steps / window_s)
+                        else plan.global_batch_size * measured_steps / busy_seconds(slowest))
     ci_rel, ci_blocks = throughput_ci95_rel(judged["step_times_ms"], block_steps=judged.get("ci_block_steps"))
     pooled = [t for g in gathered for t in g["step_times_ms"]]
     tflops = throughput_total / world_size * spec.train_flops_per_sample / 1e12

@@ -58,6 +58,9 @@ class CasePlan:
     """Every rank trains its own model with world-size-1 semantics (no DDP, no gradient all-reduce): a
     1-GPU case run on every GPU of the launch at once. The process group only agrees on step counts
     and gathers the timings, at the window's boundaries."""
+    ranks: int
+    """The launch's ranks this case runs on: ranks 0 .. ranks-1 (one launch holds cases of every GPU
+    count of a node; the other ranks wait for the case to end). An independent case runs on all of them."""
     run_dir: Path
     """This case's directory: its record, a copy of its phase files, its failure files."""
     run_id: str

@@ -57,14 +57,16 @@ def build_model(spec, device: torch.device) -> torch.nn.Module:
     return model
 
 
-def build_ddp(spec, device: torch.device):
-    """The model of ``spec`` on ``device`` (channels_last for CNNs), wrapped in DDP.
+def build_ddp(spec, device: torch.device, process_group=None):
+    """The model of ``spec`` on ``device`` (channels_last for CNNs), wrapped in DDP over ``process_group``
+    (None: every rank of the launch).
 
     The process group must exist. Gradients alias DDP's all-reduce buckets
     (``gradient_as_bucket_view``): one copy fewer per step, as large jobs run.
     """
     device_ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(build_model(spec, device), device_ids=device_ids, gradient_as_bucket_view=True)
+    return DistributedDataParallel(build_model(spec, device), device_ids=device_ids, gradient_as_bucket_view=True,
+                                   process_group=process_group)
 
 
 class TrainStep:
