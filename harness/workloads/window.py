@@ -73,6 +73,9 @@ def warm_up(plan: CasePlan, train_step: Callable[[str, int], Any], sync: Callabl
     """Run warmup blocks until every rank agrees it is done; return (steps, last block ms/step, seconds).
     ``hot``: the settle time is HOT_SETTLE_FRACTION of ``warmup_seconds`` (doubling one doubles the other)."""
     settle_s = plan.warmup_seconds * (HOT_SETTLE_FRACTION if hot else 1.0)
+    # Hot: nothing one-time is left for a long first block to absorb, so blocks and the step floor halve.
+    block_steps = math.ceil(plan.warmup_block_steps / 2) if hot else plan.warmup_block_steps
+    min_steps = math.ceil(plan.min_warmup_steps / 2) if hot else plan.min_warmup_steps
     steps = 0
     block_means_ms: list[float] = []
     sync()
@@ -80,16 +83,16 @@ def warm_up(plan: CasePlan, train_step: Callable[[str, int], Any], sync: Callabl
     first_block_end = None
     while True:
         block_start = time.perf_counter()
-        for _ in range(plan.warmup_block_steps):
+        for _ in range(block_steps):
             train_step("warmup", steps)
             steps += 1
         sync()  # warmup is not measured: a sync per block is how we see time pass
         now = time.perf_counter()
-        block_means_ms.append((now - block_start) * 1000.0 / plan.warmup_block_steps)
+        block_means_ms.append((now - block_start) * 1000.0 / block_steps)
         first_block_end = first_block_end or now
         phase.write("warmup", expected_s=now - block_start)  # heartbeat: the next block should take as long
         done_here = warmup_done(steps=steps, block_means_ms=block_means_ms, since_first_block_s=now - first_block_end,
-                                min_steps=plan.min_warmup_steps, warmup_s=settle_s,
+                                min_steps=min_steps, warmup_s=settle_s,
                                 max_warmup_s=plan.max_warmup_seconds)
         # Every rank must run the same number of steps, or DDP's all-reduces stop pairing up.
         if vote(1.0 if done_here else 0.0, min_op) >= 1.0:
