@@ -222,6 +222,12 @@ def cmd_calibrate(ns: argparse.Namespace) -> int:
     return cli_calibrate(ns)
 
 
+def cmd_calibrate_fit(ns: argparse.Namespace) -> int:
+    from harness.tools.calibrate.fit import cli_fit
+
+    return cli_fit(ns)
+
+
 def cmd_compare(ns: argparse.Namespace) -> int:
     from harness.tools.compare import cli_compare
 
@@ -244,13 +250,15 @@ def cmd_fleet(ns: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, "report": cmd_report,
-            "find-max-bs": cmd_find_max_bs, "calibrate": cmd_calibrate, "compare": cmd_compare,
+            "find-max-bs": cmd_find_max_bs, "calibrate": cmd_calibrate, "calibrate-fit": cmd_calibrate_fit,
+            "compare": cmd_compare,
             "fleet": cmd_fleet, "history": cmd_fleet, "selftest": cmd_selftest}
 
 
 def build_parser() -> argparse.ArgumentParser:
     from harness import __version__
     from harness.tools.batchsize.options import add_find_max_bs_parser
+    from harness.tools.calibrate.fit import add_fit_parser
     from harness.tools.calibrate.options import add_calibrate_parser
     from harness.tools.compare import add_compare_parser
     from harness.fleet.cli import add_fleet_parser, add_history_parser
@@ -265,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     add_find_max_bs_parser(sub)
     add_calibrate_parser(sub)
+    add_fit_parser(sub)
     add_compare_parser(sub)
     add_fleet_parser(sub)
     add_history_parser(sub)

@@ -126,12 +126,31 @@ def test_host_link_judges_both_directions_alone_and_together_and_the_numa_bindin
             "concurrent": {"h2d": {"gbps": 50.0}, "d2h": {"gbps": 50.0}}}
     found = checks.host_link_checks(rank(host_link=host, numa_node=1, bound=True, cpu_affinity=[56, 57, 58, 60],
                                          binding_note="bound to NUMA node 1's CPUs"),
-                                    bounds(min_h2d_gbps=49.0, min_d2h_gbps=49.0), no_bounds="x")
+                                    bounds(min_h2d_gbps=49.0, min_d2h_gbps=49.0), no_bounds="x", gpus_at_once=4)
     by_key = {c.key: c for c in found}
     assert by_key["h2d_alone"].passed is True and by_key["d2h_alone"].passed is False
     assert "NUMA node 1" in by_key["d2h_alone"].note and UUID in by_key["d2h_alone"].note
     assert by_key["h2d_concurrent"].passed is None  # no concurrent bound in these bounds
     assert by_key["numa_binding"].passed is True and "CPUs 56-58,60" in by_key["numa_binding"].note
+
+
+def test_the_concurrent_host_link_is_judged_only_at_the_gpu_count_it_was_measured_at():
+    """Issue 27: 4 healthy H200s at once gave 37-41 GB/s each against a bound measured on one GPU alone (49.7)."""
+    host = {"alone": {"h2d": {"gbps": 55.0}, "d2h": {"gbps": 55.0}},
+            "concurrent": {"h2d": {"gbps": 38.0}, "d2h": {"gbps": 31.0}}}
+    measured_alone = bounds(min_h2d_concurrent_gbps={1: 49.7}, min_d2h_concurrent_gbps={1: 49.7})
+    four = {c.key: c for c in checks.host_link_checks(rank(host_link=host), measured_alone, no_bounds="x",
+                                                      gpus_at_once=4)}
+    assert four["h2d_concurrent"].passed is None and four["d2h_concurrent"].passed is None
+    assert four["h2d_concurrent"].note.startswith("not evaluated: no min_h2d_concurrent_gbps bound measured for 4 "
+                                                  "GPUs at once (the profile has it for 1)")
+    measured_at_four = bounds(min_h2d_concurrent_gbps={4: 34.5}, min_d2h_concurrent_gbps={4: 26.6})
+    judged = {c.key: c for c in checks.host_link_checks(rank(host_link=host), measured_at_four, no_bounds="x",
+                                                        gpus_at_once=4)}
+    assert judged["h2d_concurrent"].passed is True and judged["d2h_concurrent"].passed is True
+    slow = {"alone": host["alone"], "concurrent": {"h2d": {"gbps": 20.0}, "d2h": {"gbps": 31.0}}}
+    assert {c.key: c for c in checks.host_link_checks(rank(host_link=slow), measured_at_four, no_bounds="x",
+                                                      gpus_at_once=4)}["h2d_concurrent"].passed is False
 
 
 def test_numa_binding_unknown_is_not_evaluated_and_a_failed_binding_fails():

@@ -16,8 +16,9 @@ pytest_plugins = ["pytester"]
 
 ACCEPTANCE = Path(__file__).resolve().parent.parent / "acceptance"
 
-PROFILE = cpu_test_profile(defaults="max_step_time_cv = 0.5\nmax_straggler_ratio = 1.5",
-                           case="min_samples_per_sec_per_gpu = {min_tp}\nmin_weak_efficiency = {{ 2 = 0.5 }}")
+PROFILE = cpu_test_profile(defaults="max_step_time_cv = {{ 1 = 0.5, 2 = 0.5 }}\nmax_straggler_ratio = {{ 2 = 1.5 }}",
+                           case="min_samples_per_sec_per_gpu = {{ 1 = {min_tp}, 2 = {min_tp} }}\n"
+                                "min_weak_efficiency = {{ 2 = 0.5 }}")
 
 TEST_FILE = """
 def test_weak_scaling(harness, weak_case):
@@ -186,7 +187,7 @@ def test_a_conftest_can_declare_the_acceptance_session(pytester, monkeypatch, tm
 TWO_PRECISIONS = """
 [models.tiny_bert.fp32]
 batch_size_per_gpu = 4
-min_samples_per_sec_per_gpu = 50
+min_samples_per_sec_per_gpu = { 1 = 50, 2 = 50 }
 min_weak_efficiency = { 2 = 0.5 }
 source = "test bounds"
 """

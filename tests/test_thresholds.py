@@ -45,20 +45,20 @@ timeout_seconds = 600
 gpu_counts = [1, 2, 4, 8]
 models = ["resnet152"]
 precisions = ["bf16"]
-min_gpu_utilization_pct = 90
-max_straggler_ratio = 1.05
-max_step_time_cv = 0.05
-min_power_fraction_of_limit = 0.5
+min_gpu_utilization_pct = { 1 = 90 }
+max_straggler_ratio = { 2 = 1.05 }
+max_step_time_cv = { 1 = 0.05 }
+min_power_fraction_of_limit = { 1 = 0.5 }
 max_temperature_c = 85
 source = "harness defaults"
 
 [models.resnet152.bf16]
 batch_size_per_gpu = 256
-min_samples_per_sec_per_gpu = 2000
+min_samples_per_sec_per_gpu = { 1 = 2000 }
 min_weak_efficiency = { 2 = 0.97, 4 = 0.96, 8 = 0.95 }
 strong_global_batch_size = 512
 min_strong_efficiency = { 2 = 0.9, 4 = 0.8 }
-max_straggler_ratio = 1.03
+max_straggler_ratio = { 2 = 1.03 }
 source = "measured on gpu-017"
 
 [models.vit_b_16.fp16]
@@ -161,12 +161,12 @@ def test_bounds_merge_defaults_and_case_overrides(tmp_path):
     resnet = profile.bounds("resnet152", "bf16")
     assert resnet == CaseBounds(
         model="resnet152", precision="bf16", batch_size_per_gpu=256,
-        min_samples_per_sec_per_gpu=2000.0,
+        min_samples_per_sec_per_gpu={1: 2000.0},
         min_weak_efficiency={2: 0.97, 4: 0.96, 8: 0.95},
         strong_global_batch_size=512, min_strong_efficiency={2: 0.9, 4: 0.8},
-        min_gpu_utilization_pct=90.0, min_power_fraction_of_limit=0.5, max_temperature_c=85.0,
-        max_straggler_ratio=1.03,  # the case's own value wins over [defaults]' 1.05
-        max_step_time_cv=0.05,
+        min_gpu_utilization_pct={1: 90.0}, min_power_fraction_of_limit={1: 0.5}, max_temperature_c=85.0,
+        max_straggler_ratio={2: 1.03},  # the case's own value wins over [defaults]' 1.05
+        max_step_time_cv={1: 0.05},
         source=resnet.source,
         inherited=("max_step_time_cv", "max_temperature_c", "min_gpu_utilization_pct", "min_power_fraction_of_limit"),
     )
@@ -177,9 +177,9 @@ def test_bounds_merge_defaults_and_case_overrides(tmp_path):
     vit = profile.bounds("vit_b_16", "fp16")
     assert vit is not None
     assert vit.max_temperature_c == 80.0
-    assert vit.max_straggler_ratio == 1.05
+    assert vit.max_straggler_ratio == {2: 1.05}
     assert vit.min_weak_efficiency == {8: 0.9}
-    assert vit.min_samples_per_sec_per_gpu is None
+    assert vit.min_samples_per_sec_per_gpu == {}
     assert vit.strong_global_batch_size is None and vit.min_strong_efficiency == {}
 
 
@@ -192,8 +192,8 @@ def test_resolved_bounds_have_a_json_form_and_say_what_came_from_defaults(tmp_pa
     data = vit.to_dict()
     assert json.loads(json.dumps(data)) == data  # survives session.json as is
     assert data["min_weak_efficiency"] == {"8": 0.9}
-    assert data["max_temperature_c"] == 80.0 and data["max_straggler_ratio"] == 1.05
-    assert data["min_samples_per_sec_per_gpu"] is None
+    assert data["max_temperature_c"] == 80.0 and data["max_straggler_ratio"] == {"2": 1.05}
+    assert data["min_samples_per_sec_per_gpu"] == {}
     assert "inherited" not in data  # a result carries it beside the bounds, as bounds_inherited
     assert set(data) == {f.name for f in dataclasses.fields(CaseBounds)} - {"inherited"}
     assert profile.interconnect.to_dict() == {"min_allreduce_busbw_gbps": {"2": 290.0, "8": 330.0},
@@ -226,7 +226,7 @@ def test_minimal_cpu_profile_uses_defaults(tmp_path):
 def test_numbers_are_floats_and_integers_stay_integers(tmp_path):
     profile = load_profile(write(tmp_path, GOOD))
     case = profile.bounds("resnet152", "bf16")
-    assert type(case.min_samples_per_sec_per_gpu) is float
+    assert type(case.min_samples_per_sec_per_gpu[1]) is float
     assert type(case.batch_size_per_gpu) is int
     assert all(type(count) is int for count in case.min_weak_efficiency)
 
@@ -316,7 +316,7 @@ def test_key_in_the_wrong_section_says_where_it_belongs(tmp_path):
 
 
 def test_renamed_key_from_the_design_sketch(tmp_path):
-    problem = only_problem(tmp_path, edited("min_samples_per_sec_per_gpu = 2000", "min_throughput_per_gpu = 2000"))
+    problem = only_problem(tmp_path, edited("min_samples_per_sec_per_gpu = { 1 = 2000 }", "min_throughput_per_gpu = { 1 = 2000 }"))
     assert problem.endswith("did you mean min_samples_per_sec_per_gpu?")
 
 
@@ -352,18 +352,23 @@ def test_unknown_precision_in_the_default_matrix(tmp_path):
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ("min_samples_per_sec_per_gpu = 2000", 'min_samples_per_sec_per_gpu = "2000"',
-         'models.resnet152.bf16.min_samples_per_sec_per_gpu = "2000": expected a number, got string; '
+        ("min_samples_per_sec_per_gpu = { 1 = 2000 }", 'min_samples_per_sec_per_gpu = { 1 = "2000" }',
+         'models.resnet152.bf16.min_samples_per_sec_per_gpu.1 = "2000": expected a number, got string; '
          "remove the quotes"),
-        ("min_samples_per_sec_per_gpu = 2000", 'min_samples_per_sec_per_gpu = "fast"',
-         'models.resnet152.bf16.min_samples_per_sec_per_gpu = "fast": expected a number, got string'),
+        ("min_samples_per_sec_per_gpu = { 1 = 2000 }", 'min_samples_per_sec_per_gpu = { 1 = "fast" }',
+         'models.resnet152.bf16.min_samples_per_sec_per_gpu.1 = "fast": expected a number, got string'),
+        # A bound holds for the GPU count it was measured on: a bare number says none, and is refused.
+        ("min_samples_per_sec_per_gpu = { 1 = 2000 }", "min_samples_per_sec_per_gpu = 2000",
+         "models.resnet152.bf16.min_samples_per_sec_per_gpu = 2000: expected a table of GPU count = value, e.g. "
+         "{ 4 = ... }; the key is how many GPUs were measured at once: a bound holds only for the GPU count it "
+         "was measured on (a 1-GPU figure is not stretched to 4), got integer"),
         ("batch_size_per_gpu = 256", "batch_size_per_gpu = 256.5",
          "models.resnet152.bf16.batch_size_per_gpu = 256.5: expected an integer, got float"),
         ("batch_size_per_gpu = 256", "batch_size_per_gpu = 256.0",
          "models.resnet152.bf16.batch_size_per_gpu = 256.0: expected an integer, got float; "
          "write 256, without a decimal point"),
-        ("max_straggler_ratio = 1.03", "max_straggler_ratio = true",
-         "models.resnet152.bf16.max_straggler_ratio = true: expected a number, got boolean "
+        ("max_straggler_ratio = { 2 = 1.03 }", "max_straggler_ratio = { 2 = true }",
+         "models.resnet152.bf16.max_straggler_ratio.2 = true: expected a number, got boolean "
          "(true/false is not a number)"),
         ("p2p_all_pairs = true", 'p2p_all_pairs = "true"',
          'topology.p2p_all_pairs = "true": expected a boolean (true or false), got string; remove the quotes'),
@@ -417,20 +422,31 @@ def test_section_that_is_not_a_table(tmp_path):
          "models.resnet152.bf16.batch_size_per_gpu = 0: must be >= 1 (samples per GPU per step)"),
         ("batch_size_per_gpu = 256", "batch_size_per_gpu = -4",
          "models.resnet152.bf16.batch_size_per_gpu = -4: must be >= 1 (samples per GPU per step)"),
-        ("min_samples_per_sec_per_gpu = 2000", "min_samples_per_sec_per_gpu = 0",
-         "models.resnet152.bf16.min_samples_per_sec_per_gpu = 0: must be > 0 (samples/s per GPU)"),
-        ("min_gpu_utilization_pct = 90", "min_gpu_utilization_pct = 101",
-         "defaults.min_gpu_utilization_pct = 101: must be between 0 and 100 (percent)"),
-        ("min_gpu_utilization_pct = 90", "min_gpu_utilization_pct = -1",
-         "defaults.min_gpu_utilization_pct = -1: must be between 0 and 100 (percent)"),
-        ("max_straggler_ratio = 1.03", "max_straggler_ratio = 0.95",
-         "models.resnet152.bf16.max_straggler_ratio = 0.95: must be >= 1 (slowest rank / fastest rank)"),
-        ("max_step_time_cv = 0.05", "max_step_time_cv = 0",
-         "defaults.max_step_time_cv = 0: must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
-        ("max_step_time_cv = 0.05", "max_step_time_cv = 5",
-         "defaults.max_step_time_cv = 5: must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
-        ("min_power_fraction_of_limit = 0.5", "min_power_fraction_of_limit = 50",
-         "defaults.min_power_fraction_of_limit = 50: must be a fraction in (0, 1] of the power limit; use 0.5, not 50"),
+        ("min_samples_per_sec_per_gpu = { 1 = 2000 }", "min_samples_per_sec_per_gpu = { 1 = 0 }",
+         "models.resnet152.bf16.min_samples_per_sec_per_gpu.1 = 0: must be > 0 (samples/s per GPU)"),
+        ("min_gpu_utilization_pct = { 1 = 90 }", "min_gpu_utilization_pct = { 1 = 101 }",
+         "defaults.min_gpu_utilization_pct.1 = 101: must be between 0 and 100 (percent)"),
+        ("min_gpu_utilization_pct = { 1 = 90 }", "min_gpu_utilization_pct = { 1 = -1 }",
+         "defaults.min_gpu_utilization_pct.1 = -1: must be between 0 and 100 (percent)"),
+        ("max_straggler_ratio = { 2 = 1.03 }", "max_straggler_ratio = { 2 = 0.95 }",
+         "models.resnet152.bf16.max_straggler_ratio.2 = 0.95: must be >= 1 (slowest rank / fastest rank)"),
+        ("max_straggler_ratio = { 2 = 1.03 }", "max_straggler_ratio = { 1 = 1.03 }",
+         "models.resnet152.bf16.max_straggler_ratio.1 = 1.03: GPU count 1 is out of range; GPU-count keys here "
+         "are integers >= 2 (a figure between GPUs needs two)"),
+        ("max_step_time_cv = { 1 = 0.05 }", "max_step_time_cv = { 1 = 0 }",
+         "defaults.max_step_time_cv.1 = 0: must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
+        ("max_step_time_cv = { 1 = 0.05 }", "max_step_time_cv = { 1 = 5 }",
+         "defaults.max_step_time_cv.1 = 5: must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
+        ("min_power_fraction_of_limit = { 1 = 0.5 }", "min_power_fraction_of_limit = { 1 = 50 }",
+         "defaults.min_power_fraction_of_limit.1 = 50: must be a fraction in (0, 1] of the power limit; use 0.5, "
+         "not 50"),
+        # A reference bound: the limit it gives is range-checked, and its tolerance must be a fraction.
+        ("min_samples_per_sec_per_gpu = { 1 = 2000 }", "min_samples_per_sec_per_gpu = { 1 = { ref = 2000, tol = 3 } }",
+         "models.resnet152.bf16.min_samples_per_sec_per_gpu.1.tol = 3: must be a fraction in [0, 1) for a min_ "
+         "bound (0.03 for 3 %, not 3), in [0, 100] for a max_ bound"),
+        ("min_samples_per_sec_per_gpu = { 1 = 2000 }", "min_samples_per_sec_per_gpu = { 1 = { ref = 2000 } }",
+         "models.resnet152.bf16.min_samples_per_sec_per_gpu.1.tol: required key is missing: the tolerance, a "
+         "fraction in [0, 1)"),
         ("max_temperature_c = 85", "max_temperature_c = 0",
          "defaults.max_temperature_c = 0: must be between 0 and 150 (degrees Celsius)"),
         ("gpu_counts = [1, 2, 4, 8]", "gpu_counts = [0, 2]",
@@ -708,11 +724,11 @@ def test_cli_check_all_good(tmp_path, capsys):
 
 def test_cli_check_a_bad_file(tmp_path, capsys):
     good = write(tmp_path, GOOD)
-    bad = write(tmp_path, edited("max_step_time_cv = 0.05", "max_step_time_cv = 5"), name="bad")
+    bad = write(tmp_path, edited("max_step_time_cv = { 1 = 0.05 }", "max_step_time_cv = { 1 = 5 }"), name="bad")
     assert cli_check([str(tmp_path)]) == 1
     out, err = capsys.readouterr()
     assert out == f"ok  {good}  (2 cases)\n"
-    assert f"{bad}: defaults.max_step_time_cv = 5: must be a fraction in (0, 1]" in err
+    assert f"{bad}: defaults.max_step_time_cv.1 = 5: must be a fraction in (0, 1]" in err
     assert err.endswith("problems in 1 of 2 threshold files (format: thresholds/README.md)\n")
     assert "Traceback" not in err
 
@@ -750,13 +766,14 @@ def test_shipped_a100_profile():
     assert profile.gpu_counts == (1, 2, 4, 8)
     assert set(profile.cases) == {(m, p) for m in ("resnet152", "vit_b_16") for p in ("fp16", "bf16")}
     resnet = profile.bounds("resnet152", "fp16")
-    assert resnet.batch_size_per_gpu == 512 and resnet.min_samples_per_sec_per_gpu == 1071  # 1190 x 0.90
+    assert resnet.batch_size_per_gpu == 512 and resnet.min_samples_per_sec_per_gpu == {1: 1071}  # 1190 x 0.90
     assert resnet.min_weak_efficiency == {2: 0.969, 4: 0.961, 8: 0.954}  # published - 0.02
     assert resnet.strong_global_batch_size == 512 and resnet.min_strong_efficiency == {8: 0.287}
     assert profile.bounds("vit_b_16", "fp16").batch_size_per_gpu == 1024
     assert profile.bounds("vit_b_16", "bf16").min_strong_efficiency == {}  # none published
-    assert resnet.min_gpu_utilization_pct == 90
-    assert resnet.max_straggler_ratio == 1.05 and resnet.max_step_time_cv == 0.05
+    assert resnet.min_gpu_utilization_pct == {1: 90}
+    assert resnet.max_straggler_ratio == {2: 1.05} and resnet.max_step_time_cv == {1: 0.05}
+    assert profile.definitions["training"].startswith("cited")  # shown, not judged (harness/definitions.py)
     assert "not published" in resnet.source
     assert profile.interconnect.min_allreduce_busbw_gbps == {8: 208}  # 232 x 0.90
 
@@ -766,7 +783,7 @@ def test_shipped_v100_profile():
     assert profile.hardware.max_memory_gib == 20 and "v100" in profile.hardware.gpu_name_contains.lower()
     assert profile.peak_tflops == {"fp16": 125, "fp32": 15.7}  # V100 has no bf16
     assert profile.precisions == ("fp16",)
-    assert profile.bounds("resnet152", "fp16").min_samples_per_sec_per_gpu == 452  # 503 x 0.90
+    assert profile.bounds("resnet152", "fp16").min_samples_per_sec_per_gpu == {1: 452}  # 503 x 0.90
     assert profile.bounds("vit_b_16", "fp16").batch_size_per_gpu == 128
     assert profile.interconnect is None  # no published figure
 

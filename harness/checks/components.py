@@ -96,8 +96,10 @@ def hbm_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: str) ->
     return checks
 
 
-def host_link_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: str) -> list[Check]:
-    """Both directions, alone and with every GPU at once; then whether the process sat on the GPU's NUMA node."""
+def host_link_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: str, gpus_at_once: int) -> list[Check]:
+    """Both directions, alone and with every GPU at once (``gpus_at_once`` of them: the concurrent bounds
+    are a table by that count, since the GPUs share the host's bandwidth); then whether the process sat on
+    the GPU's NUMA node."""
     where, figures = label_of(rank), rank.get("host_link") or {}
     numa = rank.get("numa_node")
     place = f"{where}, NUMA node {numa if numa is not None else 'unknown'}"
@@ -105,10 +107,20 @@ def host_link_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: s
     for mode, words, suffix in HOST_MODES:
         for direction, direction_words in HOST_DIRECTIONS:
             measured = ((figures.get(mode) or {}).get(direction) or {}).get("gbps")
-            bound = getattr(bounds, f"min_{direction}{suffix}_gbps") if bounds is not None else None
-            checks.append(bounded(key=f"{direction}_{mode}", name=f"pinned {direction_words} bandwidth, {words}",
-                                  measured=measured, bound=bound, unit="GB/s", where=place, bounds=bounds,
-                                  no_bounds=no_bounds))
+            key = f"min_{direction}{suffix}_gbps"
+            bound = getattr(bounds, key) if bounds is not None else None
+            name = f"pinned {direction_words} bandwidth, {words}"
+            if isinstance(bound, dict):
+                if bound and gpus_at_once not in bound:
+                    checks.append(Check(
+                        key=f"{direction}_{mode}", name=name, kind="performance", measured=measured, bound=None,
+                        unit="GB/s", comparison=">=", passed=None, source=bounds.source if bounds else "",
+                        note=f"not evaluated: no {key} bound measured for {gpus_at_once} GPUs at once (the profile "
+                             f"has it for {', '.join(str(n) for n in bound)}) ({place})"))
+                    continue
+                bound = bound.get(gpus_at_once)
+            checks.append(bounded(key=f"{direction}_{mode}", name=name, measured=measured, bound=bound, unit="GB/s",
+                                  where=place, bounds=bounds, no_bounds=no_bounds))
     checks.append(numa_binding_check(rank))
     return checks
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal
 
 from harness import telemetry as tm
+from harness.checks.shapes import bound_for, gpus_at_once, key_of_bound, reference_note
 from harness.checks.uniformity import CPU_RANKS_NOTE, ONE_GPU_NOTE, describe_rate, gpu_rates, node_median
 from harness.node.nvml import FAULT_REASONS
 from harness.profile.bounds import CaseBounds
@@ -112,17 +113,45 @@ def sanity_checks(record: RunRecord) -> list[Check]:
     return checks
 
 
+def unmeasured_shape(key: str, name: str, kind: CheckKind, measured: float | None, unit: str,
+                     comparison: Literal[">=", "<="], source: str, note: str) -> Check:
+    """A check the profile bounds for other GPU counts only: shown, not evaluated."""
+    return Check(key=key, name=name, kind=kind, measured=measured, bound=None, unit=unit, comparison=comparison,
+                 passed=None, note=note, source=source)
+
+
+def _shaped(key: str, name: str, kind: CheckKind, measured: float | None, bounds: CaseBounds, gpus: int,
+            unit: str, comparison: Literal[">=", "<="], missing_note: str) -> Check | None:
+    """``_bounded`` against the bound for this GPU count, with its reference in the note."""
+    bound, why = bound_for(bounds, key_of_bound(key, comparison), gpus)
+    if why:
+        return unmeasured_shape(key, name, kind, measured, unit, comparison, bounds.source, why)
+    check = _bounded(key, name, kind, measured, bound, unit, comparison, bounds.source, missing_note)
+    note = reference_note(bounds, key_of_bound(key, comparison), gpus, measured)
+    if check is not None and note and check.evaluated:
+        check = replace(check, note=f"{check.note}; {note}" if check.note else note)
+    return check
+
+
 def health_checks(record: RunRecord, bounds: CaseBounds, telemetry_note: str) -> list[Check]:
+    """Straggler, step-time CV and the telemetry of the window, each against the bound for this record's
+    GPU count (a count the profile has no bound for is shown, not evaluated)."""
+    gpus = gpus_at_once(record)
     checks = []
     if record.world_size > 1:
-        checks.append(_bounded("straggler_ratio", "straggler ratio (slowest/fastest rank)", "health",
-                               record.straggler_ratio,
-                               bounds.max_straggler_ratio, "", "<=", bounds.source, "no per-rank timing"))
+        checks.append(_shaped("straggler_ratio", "straggler ratio (slowest/fastest rank)", "health",
+                              record.straggler_ratio, bounds, record.world_size * record.nodes, "", "<=",
+                              "no per-rank timing"))
     cv = record.step_time_ms.cv if record.step_time_ms else None
-    checks.append(_bounded("step_time_cv", "step-time CV", "health", cv, bounds.max_step_time_cv, "", "<=",
-                           bounds.source, "no step times"))
-    checks += telemetry_checks(record.telemetry, min_gpu_utilization_pct=bounds.min_gpu_utilization_pct,
-                               min_power_fraction_of_limit=bounds.min_power_fraction_of_limit,
+    checks.append(_shaped("step_time_cv", "step-time CV", "health", cv, bounds, gpus, "", "<=", "no step times"))
+    utilization, why_not_utilization = bound_for(bounds, "min_gpu_utilization_pct", gpus)
+    power, why_not_power = bound_for(bounds, "min_power_fraction_of_limit", gpus)
+    checks += [unmeasured_shape("gpu_utilization", "mean GPU utilization", "health", None, "%", ">=", bounds.source,
+                                why_not_utilization) if why_not_utilization else None,
+               unmeasured_shape("power_fraction_of_limit", "mean power / power limit", "health", None, "", ">=",
+                                bounds.source, why_not_power) if why_not_power else None]
+    checks += telemetry_checks(record.telemetry, min_gpu_utilization_pct=utilization,
+                               min_power_fraction_of_limit=power,
                                max_temperature_c=bounds.max_temperature_c, source=bounds.source,
                                missing_note=telemetry_note)
     return [c for c in checks if c is not None]
@@ -335,20 +364,27 @@ def weak_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: C
     checks += [uniformity] if uniformity is not None else []
     if record.world_size > 1:
         efficiency, note = weak_efficiency(record, baseline)
-        checks.append(_scaling_check("weak_efficiency", "weak-scaling efficiency", efficiency, note,
-                                     bounds.min_weak_efficiency,
+        checks.append(_scaling_check("weak_efficiency", "weak-scaling efficiency", efficiency, note, bounds,
                                      record.world_size, bounds.source, record.nodes))
     return checks + health_checks(record, bounds, telemetry_note)
 
 
 def per_gpu_throughput_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
-    """Every GPU's own rate against the bound; measured is the slowest GPU's, and a miss names it.
+    """Every GPU's own rate in the 1-GPU case (each GPU its own model, every GPU at once) against the bound
+    for that many GPUs at once; measured is the slowest GPU's, and a miss names it.
 
-    Under DDP the slowest rank's window is the run's (every rank waits for it), so this is the
-    record's throughput per GPU; in an independent run each GPU's own. Records without per-rank
-    rates are judged on ``throughput_per_gpu``.
+    Only the 1-GPU case has it: under DDP the same rate times the efficiency is what the efficiency check
+    judges against this node's own 1-GPU figure, and a 1-GPU bound is never stretched to N GPUs. Records
+    without per-rank rates are judged on ``throughput_per_gpu``.
     """
-    bound, unit = bounds.min_samples_per_sec_per_gpu, f"{record.sample_unit}/s"
+    if record.world_size > 1:
+        return None
+    unit = f"{record.sample_unit}/s"
+    gpus = gpus_at_once(record)
+    bound, why = bound_for(bounds, "min_samples_per_sec_per_gpu", gpus)
+    if why:
+        return unmeasured_shape("throughput_per_gpu", "per-GPU throughput", "performance", record.throughput_per_gpu,
+                                unit, ">=", bounds.source, why)
     rates = gpu_rates(record)
     if bound is None or not rates:
         return _bounded("throughput_per_gpu", "per-GPU throughput", "performance", record.throughput_per_gpu,
@@ -360,8 +396,10 @@ def per_gpu_throughput_check(record: RunRecord, bounds: CaseBounds) -> Check | N
         note = "slowest: " + "; ".join(describe_rate(r, unit, several_hosts) for r in missed)
     else:
         note = f"slowest: {describe_rate(slowest, unit, several_hosts)}" if len(rates) > 1 else ""
+    reference = reference_note(bounds, "min_samples_per_sec_per_gpu", gpus, slowest.throughput)
     return Check(key="throughput_per_gpu", name="per-GPU throughput", kind="performance", measured=slowest.throughput,
-                 bound=bound, unit=unit, comparison=">=", passed=not missed, note=note, source=bounds.source)
+                 bound=bound, unit=unit, comparison=">=", passed=not missed,
+                 note="; ".join(part for part in (note, reference) if part), source=bounds.source)
 
 
 def gpu_uniformity_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
@@ -369,12 +407,13 @@ def gpu_uniformity_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
 
     Only a run where every GPU trained alone at once (``record.independent``) has it: under DDP the
     ranks wait for each other and the straggler probe speaks instead. Not evaluated, saying why, on
-    one GPU, on CPU ranks, or without a bound in the profile (the slowest GPU's fraction still shown).
+    one GPU, on CPU ranks, or without a bound for this many GPUs (the slowest GPU's fraction still shown).
     """
     if not record.independent:
         return None
-    bound, unit = bounds.min_gpu_uniformity, f"{record.sample_unit}/s"
+    unit = f"{record.sample_unit}/s"
     rates = gpu_rates(record)
+    bound, why = bound_for(bounds, "min_gpu_uniformity", len(rates))
 
     def result(passed: bool | None, note: str) -> Check:
         return Check(key="gpu_uniformity", name="GPU uniformity (each GPU / the node's median)", kind="health",
@@ -391,7 +430,7 @@ def gpu_uniformity_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
     if len(rates) < 2:
         return result(None, ONE_GPU_NOTE)
     if bound is None:
-        return result(None, f"the profile has no min_gpu_uniformity (not yet measured on this hardware); "
+        return result(None, f"{why or 'the profile has no min_gpu_uniformity (not yet measured on this hardware)'}; "
                             f"slowest: {slowest}, {median}")
     missed = [r for r in rates if r.fraction_of_median < bound]
     if missed:
@@ -407,26 +446,30 @@ def strong_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds:
         return checks
     speedup, note = strong_speedup(record, baseline)
     efficiency = speedup / record.world_size if speedup is not None else None
-    checks.append(_scaling_check("strong_efficiency", "strong-scaling efficiency", efficiency, note,
-                                 bounds.min_strong_efficiency,
+    checks.append(_scaling_check("strong_efficiency", "strong-scaling efficiency", efficiency, note, bounds,
                                  record.world_size, bounds.source, record.nodes))
     return checks + health_checks(record, bounds, telemetry_note)
 
 
-def _scaling_check(key: str, name: str, measured: float | None, note: str, bound_by_gpus: dict[int, float],
+def _scaling_check(key: str, name: str, measured: float | None, note: str, bounds: CaseBounds,
                    world_size: int, source: str, nodes: int = 1) -> Check:
     """An efficiency check; a GPU count the profile has no bound for is reported, never passed. A multi-node
     case meets the bound of its GPU count, measured on one node: its note says so, as a fabric between
     nodes may be slower than the links inside one (docs/slurm.md)."""
+    bound_key = key_of_bound(key, ">=")
+    bound_by_gpus = getattr(bounds, bound_key)
     check = _bounded(key, name, "performance", measured, bound_by_gpus.get(world_size), "", ">=", source, note)
     if check is not None:
+        reference = reference_note(bounds, bound_key, world_size, measured)
+        if reference and check.evaluated:
+            check = replace(check, note=f"{check.note}; {reference}" if check.note else reference)
         if nodes > 1:
             across = (f"{nodes} nodes: judged against the profile's bound for {world_size} GPUs, measured on one node "
                       "(the profile has no multi-node bound)")
             check = replace(check, note=f"{check.note}; {across}" if check.note else across)
         return check
     return Check(key=key, name=name, kind="performance", measured=measured, bound=None, unit="", comparison=">=",
-                 passed=None, source=source, note=f"the profile has no bound for {world_size} GPUs")
+                 passed=None, source=source, note=f"not evaluated: no bound measured for {world_size} GPUs")
 
 
 def _ratio_to_baseline(value: float | None, baseline: RunRecord | None,

@@ -29,6 +29,7 @@ from harness.plugin.outcomes import OUTCOMES_KEY, SessionOutcomes
 from harness.plugin.outputs import route_reports, write_session_outputs
 from harness.plugin.progress import SessionProgress, write_verdict_lines
 from harness.plugin.session import SESSION_KEY, start_session
+from harness import definitions
 from harness.profile.stack import compare_stack
 
 
@@ -92,8 +93,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         alloc = ctx.allocation
         what += f"; Slurm job {alloc.job_id} on {alloc.node_count} node(s): {', '.join(alloc.nodes)}"
     stack = compare_stack(ctx.profile.stack, hw)
+    unjudged = [entry["mismatch"] for entry in definitions.compare(ctx.profile.definitions).values()
+                if entry["mismatch"]]
     return [f"harness: profile {ctx.profile.name} ({ctx.profile.path}) on {what}",
             *([f"harness: {stack.describe()}"] if stack is not None else []),
+            *(f"harness: NOT JUDGED: {why}" for why in unjudged),
             "harness: --collect-only, no run directory made" if session.collect_only
             else f"harness: reports in {ctx.run_dir}",
             *(f"harness: stopped a process an earlier, killed session left: {orphan.describe()}"

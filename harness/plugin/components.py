@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.checks import components as checks
+from harness import definitions
+from harness.checks.judged import not_judged
 from harness.checks.verdict import Check, telemetry_checks
 from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
@@ -183,7 +185,7 @@ class ComponentRuns:
             gpu = data.get("gpu") or {}
             if gpu.get("missing"):
                 found.append(checks.reported_check(gpu.get("label", "?")))
-            found += checks_of
+            found += not_judged(checks_of, definitions.mismatch("components", ctx.profile.definitions))
         assert self.spec is not None
         return CheckedResult(name=name, context=f"{ctx.profile.name}, {what}", checks=found,
                              bounds=bounds.to_dict() if bounds is not None else None,
@@ -218,10 +220,12 @@ class ComponentRuns:
 
     def host_link(self, index: int) -> CheckedResult:
         rank = self._rank(index)
-        found = checks.host_link_checks(rank, self.ctx.profile.components, no_bounds=self.no_bounds)
+        at_once = len(self.measured().result.get("ranks") or []) or 1
+        found = checks.host_link_checks(rank, self.ctx.profile.components, no_bounds=self.no_bounds,
+                                        gpus_at_once=at_once)
         keep = ("numa_node", "cpu_affinity", "bound", "binding_note", "host")
         return self._result(f"host-link-gpu{index}", f"host link, {checks.label_of(rank)}", found,
-                            {"gpu": _gpu(rank), **{k: rank.get(k) for k in keep}})
+                            {"gpu": _gpu(rank), "gpus_at_once": at_once, **{k: rank.get(k) for k in keep}})
 
     def peer(self, src: int, dst: int) -> CheckedResult:
         peer = self.measured().result.get("peer") or {}

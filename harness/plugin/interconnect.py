@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness import telemetry
+from harness import definitions
 from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
+from harness.checks.judged import not_judged
 from harness.launch import allreduce
 from harness.node.processes import busy_gpu_message
 from harness.node.topology import read_topology
@@ -44,7 +46,8 @@ class InterconnectRuns:
         ctx = self.ctx
         run = self.sweep(gpus)
         bounds = ctx.profile.interconnect
-        checks = allreduce_checks(run, bounds, missing_note=ctx.telemetry_note())
+        checks = not_judged(allreduce_checks(run, bounds, missing_note=ctx.telemetry_note()),
+                            definitions.mismatch("allreduce", ctx.profile.definitions))
         return CheckedResult(name=f"allreduce-{gpus}gpu",
                              context=f"{ctx.profile.name}, all-reduce, {gpus} {ctx.rank_unit}s",
                              checks=checks, bounds=bounds.to_dict() if bounds is not None else None,

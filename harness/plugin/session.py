@@ -45,6 +45,8 @@ from harness.plugin.soak import SoakRunner
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
 from harness.profile.match import select_profile
+from harness import definitions
+from harness.checks.judged import not_judged
 from harness.profile.stack import compare_stack
 
 SESSION_KEY = pytest.StashKey["HarnessSession"]()
@@ -86,7 +88,8 @@ class HarnessSession:
             raise RuntimeError(f"{case.key}: profile {self.profile.name} has no bounds for this case")
         record, baseline = self.cases.record_and_baseline(case)
         judge = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
-        checks = judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note())
+        checks = not_judged(judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()),
+                                    definitions.mismatch("training", self.profile.definitions))
         return CaseResult(case=case, record=record, checks=checks,
                           baseline_run_id=baseline.run_id if baseline is not None else None,
                           context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),
@@ -111,6 +114,7 @@ class HarnessSession:
             "git_commit": git_commit(),
             "container": container(),
             "stack": stack.to_dict() if stack is not None else None,
+            "definitions": definitions.compare(profile.definitions),
             "overrides": [override.to_dict() for override in ctx.overrides],
             "expected_environment": expected_settings(),
             "orphans_stopped": [orphan.to_dict() for orphan in ctx.orphans_stopped],

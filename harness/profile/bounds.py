@@ -12,6 +12,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.profile.kinds import Reference
+
+References = dict[str, dict[int, Reference]]
+"""bound key -> GPU count -> the reference and tolerance the bound was written as (a fitted bound)."""
+
 
 def json_safe(value: Any) -> Any:
     """``value`` with every mapping key a string and every tuple a list, as JSON would give it back."""
@@ -57,27 +62,29 @@ class CaseBounds:
     """Samples per GPU per step in the weak-scaling runs."""
     source: str
     """Where the numbers came from: a measurement (who, where, when) or a cited publication."""
-    min_samples_per_sec_per_gpu: float | None = None
-    """Lowest acceptable throughput per GPU, samples/s (images/s or sequences/s)."""
+    min_samples_per_sec_per_gpu: dict[int, float] = field(default_factory=dict)
+    """GPUs at once -> lowest throughput of each GPU in the 1-GPU case on that many GPUs at once, samples/s."""
     min_weak_efficiency: dict[int, float] = field(default_factory=dict)
     """GPU count -> lowest acceptable per-GPU throughput at that count / at 1 GPU, a fraction in (0, 1]."""
     strong_global_batch_size: int | None = None
     """Global batch of the strong-scaling runs (split evenly over the GPUs); None: no strong runs."""
     min_strong_efficiency: dict[int, float] = field(default_factory=dict)
     """GPU count -> lowest acceptable speedup / GPU count at a fixed global batch, a fraction in (0, 1]."""
-    min_gpu_utilization_pct: float | None = None
-    """Lowest acceptable mean GPU utilization during the measured window, percent (0..100)."""
-    min_power_fraction_of_limit: float | None = None
-    """Lowest acceptable mean power draw as a fraction of the enforced power limit, in (0, 1]."""
+    min_gpu_utilization_pct: dict[int, float] = field(default_factory=dict)
+    """GPUs at once -> lowest acceptable mean GPU utilization during the measured window, percent (0..100)."""
+    min_power_fraction_of_limit: dict[int, float] = field(default_factory=dict)
+    """GPUs at once -> lowest acceptable mean power draw as a fraction of the enforced power limit, in (0, 1]."""
     max_temperature_c: float | None = None
     """Highest acceptable GPU temperature, degrees Celsius."""
-    max_straggler_ratio: float | None = None
-    """Highest acceptable slowest-rank / fastest-rank compute step time, >= 1."""
-    max_step_time_cv: float | None = None
-    """Highest acceptable coefficient of variation (stdev / mean) of step time, a fraction > 0."""
-    min_gpu_uniformity: float | None = None
-    """Lowest acceptable rate of any GPU / the node's median GPU, on the 1-GPU case run on every GPU
-    at once (each its own model), a fraction in (0, 1]; None: the check is shown, not evaluated."""
+    max_straggler_ratio: dict[int, float] = field(default_factory=dict)
+    """GPU count -> highest acceptable slowest-rank / fastest-rank compute step time, >= 1."""
+    max_step_time_cv: dict[int, float] = field(default_factory=dict)
+    """GPUs at once -> highest acceptable coefficient of variation (stdev / mean) of step time, a fraction > 0."""
+    min_gpu_uniformity: dict[int, float] = field(default_factory=dict)
+    """GPUs at once -> lowest acceptable rate of any GPU / the node's median GPU, on the 1-GPU case run on
+    every GPU at once (each its own model), a fraction in (0, 1]; no entry: the check is shown, not evaluated."""
+    references: References = field(default_factory=dict)
+    """The bounds above that were written as a reference and a tolerance (fitted across hosts)."""
     inherited: tuple[str, ...] = ()
     """Names of the bounds above that came from [defaults] (the case's own table leaves them out), sorted."""
 
@@ -87,6 +94,14 @@ class CaseBounds:
         data = json_safe(asdict(self))
         del data["inherited"]
         return data
+
+    def at(self, key: str, gpus: int) -> float | None:
+        """The bound ``key`` for ``gpus`` GPUs (at once, or together); None where none was measured."""
+        table = getattr(self, key)
+        return table.get(gpus) if isinstance(table, dict) else table
+
+    def reference(self, key: str, gpus: int) -> Reference | None:
+        return self.references.get(key, {}).get(gpus)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -175,15 +190,17 @@ class ComponentBounds(_JsonForm):
     """Pinned host-to-GPU, each GPU alone, GB/s."""
     min_d2h_gbps: float | None = None
     """Pinned GPU-to-host, each GPU alone, GB/s."""
-    min_h2d_concurrent_gbps: float | None = None
-    """Pinned host-to-GPU per GPU, every GPU at once, GB/s."""
-    min_d2h_concurrent_gbps: float | None = None
-    """Pinned GPU-to-host per GPU, every GPU at once, GB/s."""
+    min_h2d_concurrent_gbps: dict[int, float] = field(default_factory=dict)
+    """GPUs at once -> pinned host-to-GPU per GPU, every GPU at once, GB/s (the GPUs share the host's bandwidth)."""
+    min_d2h_concurrent_gbps: dict[int, float] = field(default_factory=dict)
+    """GPUs at once -> pinned GPU-to-host per GPU, every GPU at once, GB/s."""
     min_peer_gbps: float | None = None
     """GPU-to-GPU copy bandwidth of each ordered pair, GB/s."""
     max_peer_latency_us: float | None = None
     """GPU-to-GPU 4-byte copy time of each ordered pair, microseconds."""
     source: str
+    references: References = field(default_factory=dict)
+    """The bounds above written as a reference and a tolerance."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -245,6 +262,8 @@ class Profile:
     """None: the profile states no node shape; the node's own GPU count is expected."""
     gpu_state: GpuStateBounds | None = None
     components: ComponentBounds | None = None
+    definitions: dict[str, str] = field(default_factory=dict)
+    """family -> the definition its bounds were measured under (harness/definitions.py)."""
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
 

@@ -136,22 +136,95 @@ def keyed_table(element: Kind, expected: str, parse_key: KeyParser) -> Kind:
 _GPU_COUNT_TABLE_EXAMPLE = "{ 2 = ..., 8 = ... }"
 
 
-def _gpu_count_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
-    if not (key.isascii() and key.isdigit()) or key != str(int(key)):
-        report.add((*where, key), f"GPU-count key {json.dumps(key)} is not a plain integer; expected an "
-                   f"integer GPU count >= 2, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", item)
-        return INVALID
-    gpu_count = int(key)
-    if gpu_count < 2:
-        report.add((*where, gpu_count), f"GPU count {gpu_count} is out of range; GPU-count keys here are "
-                   "integers >= 2 (a single GPU has nothing to scale or all-reduce against)", item)
-        return INVALID
-    return gpu_count
+def _gpu_count_key_from(least: int, why: str, example: str) -> Callable[[str, Any, KeyPath, ProblemReport], Any]:
+    """A GPU-count key: a plain integer >= ``least``."""
+
+    def parse(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
+        if not (key.isascii() and key.isdigit()) or key != str(int(key)):
+            report.add((*where, key), f"GPU-count key {json.dumps(key)} is not a plain integer; expected an "
+                       f"integer GPU count >= {least}, e.g. {example}", item)
+            return INVALID
+        gpu_count = int(key)
+        if gpu_count < least:
+            report.add((*where, gpu_count), f"GPU count {gpu_count} is out of range; GPU-count keys here are "
+                       f"integers >= {least} ({why})", item)
+            return INVALID
+        return gpu_count
+
+    return parse
 
 
-def _gpu_count_table(element: Kind) -> Kind:
-    """A table keyed by GPU count (>= 2: nothing scales or all-reduces on one GPU); int keys, ascending."""
-    keyed = keyed_table(element, f"a table of GPU count = value, e.g. {_GPU_COUNT_TABLE_EXAMPLE}", _gpu_count_key)
+_gpu_count_key = _gpu_count_key_from(2, "a single GPU has nothing to scale or all-reduce against",
+                                     _GPU_COUNT_TABLE_EXAMPLE)
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A bound written as a reference and a tolerance (ReFrame's (ref, lower, upper)), fitted across hosts:
+    ``ref`` the figure a healthy node of the kind shows, ``tol`` the fraction a node may fall short of it
+    (a ``min_`` bound) or exceed it (a ``max_`` bound), and how the fit was made."""
+
+    ref: float
+    tol: float
+    hosts: int | None = None
+    runs: int | None = None
+    spread: float | None = None
+    """(highest - lowest) / ref of the per-host medians the fit saw."""
+
+    def limit(self, lower_is_worse: bool) -> float:
+        return self.ref * (1 - self.tol) if lower_is_worse else self.ref * (1 + self.tol)
+
+
+_REFERENCE_KEYS = {"ref": "the reference figure", "tol": "the tolerance, a fraction in [0, 1)",
+                   "hosts": "hosts the fit used", "runs": "sessions the fit used",
+                   "spread": "(highest - lowest) / ref of the per-host medians"}
+
+
+def _reference(value: dict, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
+    """``{ ref = R, tol = T[, hosts = H, runs = N, spread = S] }``: checked, the bound it gives range-checked."""
+    unknown = sorted(set(value) - set(_REFERENCE_KEYS))
+    for key in unknown:
+        report.add((*where, key), f"unknown key; a reference bound has {', '.join(_REFERENCE_KEYS)}", value[key])
+    missing = [key for key in ("ref", "tol") if key not in value]
+    for key in missing:
+        report.add((*where, key), f"required key is missing: {_REFERENCE_KEYS[key]}")
+    if unknown or missing:
+        return INVALID
+    numbers = {}
+    for key in _REFERENCE_KEYS:
+        if key not in value:
+            continue
+        item = value[key]
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
+            return wrong_type(item, "a finite number", (*where, key), report)
+        numbers[key] = item
+    lower_is_worse = not spec.key.startswith("max_")
+    # A min_ bound falls short of its reference by a fraction below 1; a max_ bound (a CV of 1 %) may allow
+    # several times its reference.
+    if not (0 <= numbers["tol"] < 1 if lower_is_worse else 0 <= numbers["tol"] <= 100):
+        report.add((*where, "tol"), "must be a fraction in [0, 1) for a min_ bound (0.03 for 3 %, not 3), "
+                   "in [0, 100] for a max_ bound", numbers["tol"])
+        return INVALID
+    reference = Reference(ref=float(numbers["ref"]), tol=float(numbers["tol"]),
+                          hosts=int(numbers["hosts"]) if "hosts" in numbers else None,
+                          runs=int(numbers["runs"]) if "runs" in numbers else None,
+                          spread=float(numbers["spread"]) if "spread" in numbers else None)
+    if _apply(spec.rule, reference.limit(lower_is_worse), where, report) is INVALID:
+        return INVALID
+    return reference
+
+
+def bound_value(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
+    """A bound: a number, or a reference table (``Reference``) the loader turns into one."""
+    if isinstance(value, dict):
+        return _reference(value, where, report, spec)
+    return number(value, where, report, spec)
+
+
+def _gpu_count_table(element: Kind, parse_key: KeyParser = _gpu_count_key,
+                     example: str = _GPU_COUNT_TABLE_EXAMPLE, hint: str = "") -> Kind:
+    """A table keyed by GPU count; int keys, ascending."""
+    keyed = keyed_table(element, f"a table of GPU count = value, e.g. {example}{hint}", parse_key)
 
     def check(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
         converted = keyed(value, where, report, spec)
@@ -160,11 +233,22 @@ def _gpu_count_table(element: Kind) -> Kind:
     return check
 
 
+_AT_ONCE_EXAMPLE = "{ 4 = ... }"
+_AT_ONCE_HINT = ("; the key is how many GPUs were measured at once: a bound holds only for the GPU count it "
+                 "was measured on (a 1-GPU figure is not stretched to 4)")
+
 STRING: Kind = _string
 INTEGER: Kind = _integer
 NUMBER: Kind = number
 BOOLEAN: Kind = _boolean
 STRING_ARRAY: Kind = _array_of(_string, "string")
 GPU_COUNT_ARRAY: Kind = _array_of(_integer, "GPU count")
-FRACTION_BY_GPU_COUNT: Kind = _gpu_count_table(number)
+FRACTION_BY_GPU_COUNT: Kind = _gpu_count_table(bound_value)
 NUMBER_BY_GPU_COUNT: Kind = _gpu_count_table(number)
+BOUND_BY_GPUS_AT_ONCE: Kind = _gpu_count_table(
+    bound_value, _gpu_count_key_from(1, "GPUs measured at once", _AT_ONCE_EXAMPLE), _AT_ONCE_EXAMPLE, _AT_ONCE_HINT)
+"""GPUs measured at once (>= 1) -> a bound (a number or a reference): health, rates, the concurrent host link."""
+BOUND_BY_GPUS_TOGETHER: Kind = _gpu_count_table(
+    bound_value, _gpu_count_key_from(2, "a figure between GPUs needs two", _GPU_COUNT_TABLE_EXAMPLE),
+    _GPU_COUNT_TABLE_EXAMPLE, _AT_ONCE_HINT)
+"""GPU count (>= 2) -> a bound of a figure between GPUs: straggler ratio, GPU uniformity."""

@@ -33,6 +33,7 @@ from harness.profile.bounds import (
     SoakBounds,
     TopologyBounds,
 )
+from harness.profile.kinds import Reference
 from harness.profile.problems import ABSENT, ProblemReport
 from harness.profile.schema import CASE_FIELDS, SCHEMA_VERSION, TOP_LEVEL_FIELDS, check_table
 
@@ -56,6 +57,21 @@ class ThresholdError(Exception):
 # Building the dataclasses from checked values
 
 
+def _limits(table: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[int, Reference]]]:
+    """``table`` with every bound written as a reference turned into its limit, and those references."""
+    values: dict[str, Any] = {}
+    references: dict[str, dict[int, Reference]] = {}
+    for key, value in table.items():
+        if isinstance(value, dict) and any(isinstance(item, Reference) for item in value.values()):
+            lower_is_worse = not key.startswith("max_")
+            values[key] = {count: item.limit(lower_is_worse) if isinstance(item, Reference) else item
+                           for count, item in value.items()}
+            references[key] = {count: item for count, item in value.items() if isinstance(item, Reference)}
+        else:
+            values[key] = value
+    return values, references
+
+
 def _case_bounds(model: str, precision: str, case: Mapping[str, Any], defaults: Mapping[str, Any]) -> CaseBounds:
     inherited = {spec.key: defaults[spec.key] for spec in CASE_FIELDS
                  if spec.inherit and spec.key in defaults and spec.key not in case}
@@ -63,8 +79,14 @@ def _case_bounds(model: str, precision: str, case: Mapping[str, Any], defaults: 
     if inherited:
         source = f"{source}; {', '.join(inherited)} from [defaults]: {defaults['source']}"
     own = {key: value for key, value in case.items() if key != "source"}
+    values, references = _limits({**inherited, **own})
     return CaseBounds(model=model, precision=precision, source=source, inherited=tuple(sorted(inherited)),
-                      **inherited, **own)
+                      references=references, **values)
+
+
+def _component_bounds(table: Mapping[str, Any]) -> ComponentBounds:
+    values, references = _limits(table)
+    return ComponentBounds(**values, references=references)
 
 
 def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any]) -> Profile:
@@ -93,7 +115,8 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
         node=_node_shape(checked["node"]) if "node" in checked else None,
         gpu_state=_gpu_state_bounds(checked.get("gpu_state")),
-        components=ComponentBounds(**checked["components"]) if "components" in checked else None,
+        components=_component_bounds(checked["components"]) if "components" in checked else None,
+        definitions=dict(checked.get("definitions", {})),
     )
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.catalog import MODELS, PRECISIONS
-from harness.profile.kinds import (BOOLEAN, FRACTION_BY_GPU_COUNT, GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER,
-                                   NUMBER_BY_GPU_COUNT, STRING, STRING_ARRAY, Kind, Rule, keyed_table, number,
-                                   wrong_type)
+from harness.definitions import FAMILIES
+from harness.profile.kinds import (BOOLEAN, BOUND_BY_GPUS_AT_ONCE, BOUND_BY_GPUS_TOGETHER, FRACTION_BY_GPU_COUNT,
+                                   GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER, NUMBER_BY_GPU_COUNT, STRING,
+                                   STRING_ARRAY, Kind, Rule, keyed_table, number, wrong_type)
 from harness.profile.problems import KeyPath, ProblemReport, toml_repr
 from harness.workloads.components.arith import GEMM_DTYPES
 
@@ -161,33 +162,35 @@ RUN_FIELDS = (
           doc="adaptive window: the longest measured window, seconds"),
 )
 
-CASE_FIELDS = (
+CASE_FIELDS = (  # a table by GPU count holds a bound per shape measured: GPUs at once, or GPUs together
     Field(key="batch_size_per_gpu", kind=INTEGER, required=True, rule=_at_least(1, " (samples per GPU per step)"),
           doc="samples per GPU per step of the weak-scaling runs"),
-    Field(key="min_samples_per_sec_per_gpu", kind=NUMBER, rule=_greater_than(0, " (samples/s per GPU)"),
-          doc="lowest throughput per GPU, samples/s"),
+    Field(key="min_samples_per_sec_per_gpu", kind=BOUND_BY_GPUS_AT_ONCE, rule=_greater_than(0, " (samples/s per GPU)"),
+          doc="GPUs at once -> lowest throughput of each GPU in the 1-GPU case run on that many GPUs at once, "
+              "samples/s"),
     Field(key="min_weak_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY, inherit=True,
           doc="GPU count -> lowest weak-scaling efficiency, a fraction"),
     Field(key="strong_global_batch_size", kind=INTEGER, rule=_at_least(1, " (samples per step, all GPUs)"),
           doc="global batch of the strong-scaling runs"),
     Field(key="min_strong_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY,
           doc="GPU count -> lowest strong-scaling efficiency, a fraction"),
-    Field(key="min_gpu_utilization_pct", kind=NUMBER, rule=_between(0, 100, " (percent)"), inherit=True,
-          doc="lowest mean GPU utilization, percent"),
-    Field(key="min_power_fraction_of_limit", kind=NUMBER,
+    Field(key="min_gpu_utilization_pct", kind=BOUND_BY_GPUS_AT_ONCE, rule=_between(0, 100, " (percent)"), inherit=True,
+          doc="GPUs at once -> lowest mean GPU utilization, percent"),
+    Field(key="min_power_fraction_of_limit", kind=BOUND_BY_GPUS_AT_ONCE,
           rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1] of the power limit; use 0.5, not 50"),
-          inherit=True, doc="lowest mean power / power limit, a fraction"),
+          inherit=True, doc="GPUs at once -> lowest mean power / power limit, a fraction"),
     Field(key="max_temperature_c", kind=NUMBER,
           rule=Rule(lambda v: 0 < v <= 150, "must be between 0 and 150 (degrees Celsius)"),
           inherit=True, doc="highest GPU temperature, degrees Celsius"),
-    Field(key="max_straggler_ratio", kind=NUMBER, rule=_at_least(1, " (slowest rank / fastest rank)"), inherit=True,
-          doc="highest slowest/fastest rank step-time ratio"),
-    Field(key="max_step_time_cv", kind=NUMBER,
+    Field(key="max_straggler_ratio", kind=BOUND_BY_GPUS_TOGETHER, rule=_at_least(1, " (slowest rank / fastest rank)"),
+          inherit=True, doc="GPU count -> highest slowest/fastest rank step-time ratio"),
+    Field(key="max_step_time_cv", kind=BOUND_BY_GPUS_AT_ONCE,
           rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
-          inherit=True, doc="highest step-time coefficient of variation, a fraction"),
-    Field(key="min_gpu_uniformity", kind=NUMBER,
+          inherit=True, doc="GPUs at once -> highest step-time coefficient of variation, a fraction"),
+    Field(key="min_gpu_uniformity", kind=BOUND_BY_GPUS_TOGETHER,
           rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1] of the node's median GPU; use 0.97, not 97"),
-          inherit=True, doc="lowest rate of any GPU / the node's median GPU in the independent 1-GPU run, a fraction"),
+          inherit=True, doc="GPUs at once -> lowest rate of any GPU / the node's median GPU in the independent "
+                            "1-GPU run, a fraction"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 
@@ -268,14 +271,23 @@ COMPONENTS_FIELDS = (  # each bound per GPU (per ordered pair), GB/s = 10^9 byte
     Field(key="datasheet_hbm_gbps", kind=NUMBER, rule=_GBPS, doc="datasheet memory bandwidth per GPU, GB/s"),
     Field(key="min_hbm_copy_gbps", kind=NUMBER, rule=_GBPS, doc="lowest device-to-device copy, GB/s (read + written)"),
     Field(key="min_hbm_rmw_gbps", kind=NUMBER, rule=_GBPS, doc="lowest read-modify-write, GB/s (read + written)"),
-    *(Field(key=f"min_{way}{mode}_gbps", kind=NUMBER, rule=_GBPS, doc=f"lowest pinned {words} bandwidth{how}, GB/s")
-      for way, words in (("h2d", "host-to-GPU"), ("d2h", "GPU-to-host"))
-      for mode, how in (("", ", each GPU alone"), ("_concurrent", " per GPU, every GPU at once"))),
+    *(Field(key=f"min_{way}_gbps", kind=NUMBER, rule=_GBPS,
+            doc=f"lowest pinned {words} bandwidth, each GPU alone, GB/s")
+      for way, words in (("h2d", "host-to-GPU"), ("d2h", "GPU-to-host"))),
+    # The GPUs of a node share the host's bandwidth: a figure with 4 GPUs at once is not one with 1.
+    *(Field(key=f"min_{way}_concurrent_gbps", kind=BOUND_BY_GPUS_AT_ONCE, rule=_GBPS,
+            doc=f"GPUs at once -> lowest pinned {words} bandwidth per GPU with every GPU at once, GB/s")
+      for way, words in (("h2d", "host-to-GPU"), ("d2h", "GPU-to-host"))),
     Field(key="min_peer_gbps", kind=NUMBER, rule=_GBPS, doc="lowest GPU-to-GPU copy of each ordered pair, GB/s"),
     Field(key="max_peer_latency_us", kind=NUMBER, rule=_greater_than(0, " us"),
           doc="highest GPU-to-GPU 4-byte copy time of each ordered pair, microseconds"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
+
+DEFINITION_FIELDS = tuple(
+    Field(key=family, kind=STRING, rule=_NOT_EMPTY,
+          doc=f"the definition the {family} bounds were measured under (harness/definitions.py: {what})")
+    for family, what in FAMILIES.items())
 
 TOP_LEVEL_FIELDS = (
     Field(key="schema_version", kind=INTEGER, required=True, rule=_one_of((SCHEMA_VERSION,)),
@@ -292,6 +304,9 @@ TOP_LEVEL_FIELDS = (
     Field(key="node", kind=TABLE, fields=NODE_FIELDS, doc="[node]: the GPUs a node of this kind has"),
     Field(key="gpu_state", kind=TABLE, fields=GPU_STATE_FIELDS, doc="[gpu_state]: what NVML must say of each GPU"),
     Field(key="components", kind=TABLE, fields=COMPONENTS_FIELDS, doc="[components]: per-GPU component bounds"),
+    Field(key="definitions", kind=TABLE, fields=DEFINITION_FIELDS,
+          doc="[definitions]: how each family of bounds was measured; a family measured another way today is "
+              "not judged"),
 )
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
@@ -308,6 +323,7 @@ SECTIONS: dict[str, tuple[Field, ...]] = {
     "[node]": NODE_FIELDS,
     "[gpu_state]": GPU_STATE_FIELDS,
     "[components]": COMPONENTS_FIELDS,
+    "[definitions]": DEFINITION_FIELDS,
 }
 """Every table of the schema, by how the README and error messages name it."""
 

@@ -4,7 +4,13 @@ write it as ``<thresholds dir>/cpu-test.toml``."""
 
 from __future__ import annotations
 
+from harness.definitions import DEFINITIONS
+
 CPU_TEST_PROFILE_NAME = "cpu-test"
+
+
+DEFINITIONS_OF_TODAY = ("[definitions]", *(f'{family} = "{definition.id}"' for family, definition in DEFINITIONS.items()))
+"""A test profile's bounds are of the definitions this harness measures (harness/definitions.py)."""
 
 
 def cpu_test_profile(*, defaults: str = "", case: str = "", sections: str = "") -> str:
@@ -32,4 +38,5 @@ def cpu_test_profile(*, defaults: str = "", case: str = "", sections: str = "") 
         case,
         'source = "test bounds"',
         sections,
+        *DEFINITIONS_OF_TODAY,
     ) if line) + "\n"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from harness.definitions import current_id
 from harness.node.hardware import Hardware
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, load_profile
@@ -109,21 +110,59 @@ def render_profile(plan: CalibrationPlan, hw: Hardware, measured: Measured, prov
         own = measured.health.cases.get((case.model, case.precision), ())
         lines += _case_lines(plan, case, measured.bounds[(case.model, case.precision)], own, prov)
     lines += _stack_lines(prov)
+    lines += _definition_lines(measured.components is not None)
     if measured.components is not None:
         values, rules = measured.components
+        values = {key: {hw.gpu_count: value} if "_concurrent_" in key else value for key, value in values.items()}
         lines += components_lines(values, rules, f"measured by harness calibrate on {', '.join(prov.hosts)} "
                                                  f"{prov.date} ({prov.device_name}; {prov.software}): {plan.repeats} "
                                                  f"runs; {'; '.join(rules)}; records {prov.records_dir}/components")
     return "\n".join(lines) + "\n"
 
 
-def _bound_lines(bounds: Sequence[HealthBound]) -> list[str]:
-    """Each written health bound with its rule as a comment; each left out as a comment saying why."""
+def shapes(plan: CalibrationPlan) -> dict[str, tuple[int, ...]]:
+    """The GPU counts each table bound was measured at, as keyed in the profile (harness/checks/shapes.py):
+    the 1-GPU case ran on ``independent_gpus`` GPUs at once, each N-GPU case on N together. A health bound
+    pooled over every case is written for each of those counts: it was measured on each of them."""
+    at_once = tuple(sorted({plan.independent_gpus, *(n for n in plan.gpu_counts if n > 1)}))
+    together = tuple(n for n in at_once if n > 1)
+    return {"min_samples_per_sec_per_gpu": (plan.independent_gpus,), "max_straggler_ratio": together,
+            "min_gpu_uniformity": (plan.independent_gpus,) if plan.independent_gpus > 1 else (),
+            "min_gpu_utilization_pct": at_once, "min_power_fraction_of_limit": at_once, "max_step_time_cv": at_once}
+
+
+def _bound_lines(bounds: Sequence[HealthBound], plan: CalibrationPlan) -> list[str]:
+    """Each written health bound (a table by the GPU counts it was measured at) with its rule as a comment;
+    each left out as a comment saying why."""
     def shown(value: float) -> str:
         return str(value) if isinstance(value, int) else _toml_number(value)  # a whole percent stays whole
 
-    return [_with_comment(f"{b.key} = {shown(b.value)}", b.rule) if b.value is not None
-            else f"# {b.key} left out: {b.rule}" for b in bounds]
+    counts = shapes(plan)
+    lines = []
+    for b in bounds:
+        if b.value is None or (b.key in counts and not counts[b.key]):
+            lines.append(f"# {b.key} left out: {b.rule if b.value is None else 'no GPU count it applies to'}")
+        elif b.key in counts:
+            table = "{ " + ", ".join(f"{n} = {shown(b.value)}" for n in counts[b.key]) + " }"
+            lines.append(_with_comment(f"{b.key} = {table}", b.rule))
+        else:
+            lines.append(_with_comment(f"{b.key} = {shown(b.value)}", b.rule))
+    return lines
+
+
+SEED_DEFINITION = "calibrate-seed: one launch per case"
+"""What ``harness calibrate`` (measuring) records for its training bounds: it launches each case alone, not as
+a session does (harness/definitions.py), so they seed a profile that acceptance sessions can run with and
+``harness calibrate fit`` derives the judged bounds from."""
+
+
+def _definition_lines(components: bool) -> list[str]:
+    lines = ["", "# How each family above was measured (harness/definitions.py). The training bounds come from",
+             "# one launch per case: shown, not judged, until `harness calibrate fit` derives them from sessions.",
+             "[definitions]", f"training = {_toml_string(SEED_DEFINITION)}"]
+    if components:
+        lines.append(f"components = {_toml_string(current_id('components'))}")
+    return lines
 
 
 def _health_text(bounds: Sequence[HealthBound]) -> str:
@@ -223,7 +262,7 @@ def _run_and_defaults_lines(plan: CalibrationPlan, measured: Measured, prov: Pro
               f"gpu_counts = [{', '.join(str(g) for g in plan.gpu_counts)}]",
               f"models = [{', '.join(_toml_string(x) for x in plan.models)}]",
               f"precisions = [{', '.join(_toml_string(x) for x in plan.precisions)}]",
-              *_bound_lines(measured.health.defaults),
+              *_bound_lines(measured.health.defaults, plan),
               "source = " + _toml_string(
                   f"measured by harness calibrate on {', '.join(prov.hosts)} {prov.date} ({prov.software}); "
                   f"{plan.repeats} repeats; per-case bounds, margins: throughput x (1 - {m.throughput:g}), "
@@ -263,14 +302,16 @@ def _case_lines(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds, 
     lowest = min(counts, key=lambda c: c.median)
     lines.append(f"[models.{case.model}.{case.precision}]")
     lines.append(f"batch_size_per_gpu = {case.batch.batch_size}")
-    lines.append(_with_comment(f"min_samples_per_sec_per_gpu = {_toml_number(b.min_samples_per_sec_per_gpu)}",
+    at_once = plan.independent_gpus
+    lines.append(_with_comment(f"min_samples_per_sec_per_gpu = {{ {at_once} = "
+                               f"{_toml_number(b.min_samples_per_sec_per_gpu)} }}",
                                f"{lowest.median:.1f} ({lowest.gpus} GPU{'s' if lowest.gpus > 1 else ''}) x "
                                f"{1 - m.throughput:g}"))
     efficiency_medians = [f"{c.efficiency_median:.3f}" for c in counts if c.efficiency_median is not None]
     if b.min_weak_efficiency:
         lines.append(_with_comment(f"min_weak_efficiency = {_toml_count_table(b.min_weak_efficiency)}",
                                    f"medians {_per_count(efficiency_medians)} - {m.efficiency:g}"))
-    lines += _bound_lines(health)
+    lines += _bound_lines(health, plan)
     medians = _per_count([f"{c.median:.1f}" for c in counts])
     spreads = _per_count([f"{c.spread:.1%}" for c in counts])
     gpus = "/".join(str(c.gpus) for c in counts)

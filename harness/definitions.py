@@ -1,0 +1,113 @@
+"""How each family of figures is measured today: the definition a profile's bounds must share to be judged.
+
+A bound belongs to the definition its figure was measured under (the reference, the window, the recipe,
+the launch layout, the concurrency). A profile records, per family, the definition its bounds were
+measured under (``[definitions]`` in thresholds/<name>.toml); a session whose harness measures that
+family another way judges nothing of it against those bounds: each such check is *not evaluated*, saying
+which definitions differ, and the verdict's header names the mismatch, as it does for ``[stack]``.
+
+Each definition names the code that measures it. ``tests/test_definitions.py`` fingerprints that code
+(its syntax tree, docstrings and comments left out) and fails when it changes without this table
+changing with it: the author then decides whether the figure moved (a new ``id``, and the bounds
+re-derived with ``harness calibrate``) or not (only the new fingerprint recorded).
+
+Stdlib only: the profile loader and the verdict read this module, and neither may import torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+FAMILIES = {
+    "training": "the [models] and [defaults] case bounds: 1-GPU rates, scaling efficiency, straggler, health",
+    "components": "the [components] bounds: GEMM, memory, host link",
+    "allreduce": "the [interconnect] all-reduce bus bandwidth bounds",
+}
+"""Each family of bounds, and what it holds."""
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Definition:
+    family: str
+    id: str
+    """What a profile's ``[definitions]`` says for bounds measured this way: the date the definition began."""
+    summary: str
+    sources: tuple[str, ...]
+    """The files (from the repository root) whose code measures it."""
+    fingerprint: str
+    """``fingerprint(sources)`` when ``id`` was last confirmed."""
+
+
+DEFINITIONS: dict[str, Definition] = {
+    "training": Definition(
+        family="training", id="2026-11-27",
+        summary="one torchrun launch per node for every single-node case; per model and precision the 1-GPU "
+                "reference (a bare model on every GPU at once, the median GPU) and then each N-GPU DDP case on "
+                "ranks 0..N-1, seconds apart; a later case of the same work settles hot (a quarter of the warm-up, "
+                "half-size blocks); adaptive window of >= 5-step blocks until the 95 % CI meets the target or the "
+                "cap; every figure over the slowest rank's busy seconds (CUDA events per step, summed); a 5-pass "
+                "straggler probe",
+        sources=("harness/workloads/ddp_cases.py", "harness/workloads/window.py", "harness/workloads/ddp_record.py",
+                 "harness/workloads/recipe.py", "harness/workloads/stats.py", "harness/plugin/launching.py",
+                 "harness/launch/group.py"),
+        fingerprint="0" * 16),
+    "components": Definition(
+        family="components", id="2026-11-24",
+        summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "
+                "0.25 s blocks, the median block), 4 GiB HBM copy and read-modify-write, 1 GiB pinned host<->GPU "
+                "each GPU alone then all at once, NUMA-bound ranks",
+        sources=("harness/workloads/components/kernels.py", "harness/workloads/components/worker.py",
+                 "harness/workloads/components/arith.py"),
+        fingerprint="0" * 16),
+    "allreduce": Definition(
+        family="allreduce", id="2026-11-21",
+        summary="nccl-tests' bus bandwidth of torch.distributed all_reduce, 1 MiB to the largest size the GPUs hold, "
+                "x2 per step, 0.2 s timed per size, CUDA events",
+        sources=("harness/workloads/allreduce.py", "harness/workloads/busbw.py"),
+        fingerprint="0" * 16),
+}
+
+
+def fingerprint(sources: tuple[str, ...], root: Path = PACKAGE_ROOT) -> str:
+    """A hash of the code of ``sources``: their syntax trees without docstrings (comments never reach
+    the tree), so rewording leaves it alone and a changed statement does not."""
+    digest = hashlib.sha256()
+    for source in sources:
+        tree = ast.parse((root / source).read_text())
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                body[0] = ast.Pass()
+        digest.update(source.encode() + b"\0" + ast.dump(tree, annotate_fields=False).encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def current_id(family: str) -> str:
+    return DEFINITIONS[family].id
+
+
+def mismatch(family: str, recorded: dict[str, str] | None) -> str | None:
+    """Why bounds of ``family`` recorded as ``recorded[family]`` cannot be judged today; None when they can."""
+    today = current_id(family)
+    was = (recorded or {}).get(family)
+    if was == today:
+        return None
+    if was is None:
+        return (f"the profile does not say how its {family} bounds were measured ([definitions] {family}); this "
+                f"harness measures them as definition {today} (harness/definitions.py)")
+    return (f"the profile's {family} bounds were measured under definition {was}; this harness measures "
+            f"{family} figures as definition {today} (harness/definitions.py): re-derive them with harness "
+            "calibrate on healthy nodes of this kind and GPU count")
+
+
+def compare(recorded: dict[str, str] | None) -> dict[str, dict]:
+    """Per family: what the profile recorded, what this harness measures, and why they cannot be judged
+    together (None when they can): session.json's ``definitions`` and the verdict header's lines."""
+    return {family: {"profile": (recorded or {}).get(family), "harness": current_id(family),
+                     "mismatch": mismatch(family, recorded)} for family in DEFINITIONS}

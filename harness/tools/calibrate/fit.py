@@ -1,0 +1,382 @@
+"""``harness calibrate-fit``: bounds fitted across hosts from acceptance sessions, written into a profile.
+
+Each bound is fitted from sessions of the harness's own acceptance suite (``reports/<run-id>/``), so a
+bound and the figure it judges share one definition (harness/definitions.py): the figure of every check
+is what the check itself measures, read by running the checks over each session's run records with
+bounds no record can miss (``probe_bounds``). Per bound, GPU count and case:
+
+- the sessions are grouped by host (a host is its set of GPU UUIDs: two VMs may share a host name);
+- ``ref`` is the median of the per-host medians (a host with many sessions weighs as much as one with one);
+- ``tol`` is twice the largest shortfall of any session from ``ref`` (a ``min_`` bound; the largest excess
+  for a ``max_`` bound) or of the host medians' spread, whichever is larger, and at least ``FLOORS``
+  (an absolute floor on a GPU's own rate is there to catch broken hardware, not 1 % of noise);
+- it is checked leave-one-host-out: each host's sessions must pass the bound fitted without that host;
+- its false-FAIL rate is estimated from a normal fit of the sessions' values.
+
+Fewer than ``min_hosts`` hosts (3 by default) is refused unless asked for; the profile then says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.checks import verdict
+from harness.definitions import current_id
+from harness.profile.bounds import CaseBounds, ComponentBounds
+from harness.records import RunRecord
+from harness.tools.calibrate import CalibrationError
+
+MIN_HOSTS = 3
+FACTOR = 2.0
+"""tol = FACTOR x the largest shortfall (or excess) any healthy session showed."""
+FLOORS = {"min_samples_per_sec_per_gpu": 0.05, "min_weak_efficiency": 0.01, "min_strong_efficiency": 0.02,
+          "min_gpu_utilization_pct": 0.02, "min_power_fraction_of_limit": 0.05, "max_step_time_cv": 0.5,
+          "max_straggler_ratio": 0.01, "min_gpu_uniformity": 0.01, "min_h2d_concurrent_gbps": 0.05,
+          "min_d2h_concurrent_gbps": 0.05}
+"""The least tolerance of each bound, a fraction of its reference."""
+CHECK_TO_BOUND = {"throughput_per_gpu": "min_samples_per_sec_per_gpu", "weak_efficiency": "min_weak_efficiency",
+                  "strong_efficiency": "min_strong_efficiency", "gpu_utilization": "min_gpu_utilization_pct",
+                  "power_fraction_of_limit": "min_power_fraction_of_limit", "step_time_cv": "max_step_time_cv",
+                  "straggler_ratio": "max_straggler_ratio", "gpu_uniformity": "min_gpu_uniformity",
+                  "h2d_concurrent": "min_h2d_concurrent_gbps", "d2h_concurrent": "min_d2h_concurrent_gbps"}
+"""The check key -> the profile key that bounds it."""
+MAX_GPUS = 64
+
+
+def _table(value: float) -> dict[int, float]:
+    return {count: value for count in range(1, MAX_GPUS + 1)}
+
+
+def probe_bounds(model: str, precision: str, batch: int) -> CaseBounds:
+    """Bounds every record meets at every GPU count: the checks then measure and report every figure."""
+    return CaseBounds(model=model, precision=precision, batch_size_per_gpu=batch, source="calibrate-fit probe",
+                      min_samples_per_sec_per_gpu=_table(1e-12), min_weak_efficiency=_table(1e-12),
+                      min_strong_efficiency=_table(1e-12), min_gpu_utilization_pct=_table(0.0),
+                      min_power_fraction_of_limit=_table(1e-12), max_straggler_ratio=_table(1e12),
+                      max_step_time_cv=_table(1e12), min_gpu_uniformity=_table(1e-12))
+
+
+PROBE_COMPONENTS = ComponentBounds(min_h2d_concurrent_gbps=_table(1e-12), min_d2h_concurrent_gbps=_table(1e-12),
+                                   source="calibrate-fit probe")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Figure:
+    """One figure of one session: the profile table it bounds and the GPU count it is keyed by."""
+
+    table: str
+    """``models.resnet50.bf16`` or ``components``."""
+    key: str
+    gpus: int
+    value: float
+    host: str
+    session: str
+
+
+@dataclass(kw_only=True)
+class Session:
+    path: Path
+    host: str
+    """The host's GPU UUIDs (a VM's host name says nothing: lent machines are all called "vm")."""
+    profile: str
+    figures: list[Figure] = field(default_factory=list)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise CalibrationError(f"{path}: not a readable session file ({err}); give run directories that "
+                               "`make acceptance` wrote (reports/<run-id>/)") from None
+
+
+def _host_of(summary: dict) -> str:
+    gpus = (summary.get("hardware") or {}).get("gpus") or []
+    uuids = sorted(str(g.get("uuid")) for g in gpus if g.get("uuid"))
+    return ",".join(uuids) or str((summary.get("hardware") or {}).get("hostname") or "unknown host")
+
+
+def _training_figures(run_dir: Path, host: str) -> list[Figure]:
+    records = [RunRecord.from_json(p.read_text()) for p in sorted((run_dir / "runs").glob("*.json"))]
+    records = [r for r in records if r.ok and r.nodes == 1 and "-repeat" not in r.run_id and "-confirm" not in r.run_id]
+    references = {(r.model, r.precision, r.batch_size_per_gpu): r for r in records if r.world_size == 1}
+    figures = []
+    for record in records:
+        bounds = probe_bounds(record.model, record.precision, record.batch_size_per_gpu)
+        baseline = references.get((record.model, record.precision, record.batch_size_per_gpu * (
+            record.world_size if record.scaling == "strong" else 1)))
+        judge = verdict.weak_scaling_checks if record.scaling == "weak" else verdict.strong_scaling_checks
+        gpus = record.world_size if record.world_size > 1 else verdict.gpus_at_once(record)
+        for check in judge(record, baseline, bounds, telemetry_note=""):
+            bound_key = CHECK_TO_BOUND.get(check.key)
+            if bound_key is None or check.measured is None or not check.evaluated:
+                continue
+            figures.append(Figure(table=f"models.{record.model}.{record.precision}", key=bound_key,
+                                  gpus=gpus if bound_key not in ("min_gpu_utilization_pct", "max_step_time_cv",
+                                                                 "min_power_fraction_of_limit")
+                                  else verdict.gpus_at_once(record),
+                                  value=check.measured, host=host, session=run_dir.name))
+    return figures
+
+
+def _component_figures(summary: dict, host: str, session: str, node_gpus: int) -> list[Figure]:
+    """The concurrent host-link figures of each GPU's host-link test, keyed by how many GPUs ran at once
+    (sessions before it was recorded: every GPU of the node, as the component launch runs them)."""
+    figures = []
+    for result in (summary.get("results") or {}).values():
+        data = result.get("components") if isinstance(result, dict) else None
+        if not isinstance(data, dict) or not ("host" in data or "gpus_at_once" in data):
+            continue
+        recorded = data.get("gpus_at_once")
+        at_once: int = recorded if isinstance(recorded, int) else node_gpus
+        for check in result.get("checks") or []:
+            bound_key = CHECK_TO_BOUND.get(check.get("key"))
+            if bound_key and bound_key.endswith("concurrent_gbps") and isinstance(check.get("measured"), (int, float)):
+                figures.append(Figure(table="components", key=bound_key, gpus=at_once,
+                                      value=float(check["measured"]), host=host, session=session))
+    return figures
+
+
+def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
+    """One acceptance session's figures; a directory that is not one is refused, naming it.
+    ``assume_training``: the training definition of a session written before sessions recorded theirs."""
+    run_dir = Path(run_dir)
+    summary = _read_json(run_dir / "session.json")
+    if not isinstance(summary, dict) or not (run_dir / "runs").is_dir():
+        raise CalibrationError(f"{run_dir}: not an acceptance run directory (no session.json and runs/)")
+    host = _host_of(summary)
+    session = Session(path=run_dir, host=host, profile=str((summary.get("profile") or {}).get("name")))
+    recorded = {family: entry.get("harness") for family, entry in (summary.get("definitions") or {}).items()
+                if isinstance(entry, dict)}
+    if "training" not in recorded and assume_training is not None:
+        recorded["training"] = assume_training
+    if recorded.get("training") != current_id("training"):
+        raise CalibrationError(
+            f"{run_dir}: measured as training definition {recorded.get('training') or 'unknown (older harness)'}; "
+            f"this harness measures {current_id('training')}: fit from sessions of this harness only")
+    gpus = int((summary.get("hardware") or {}).get("gpu_count") or 0)
+    session.figures = _training_figures(run_dir, host) + _component_figures(summary, host, run_dir.name, gpus)
+    return session
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fitted:
+    table: str
+    key: str
+    gpus: int
+    ref: float
+    tol: float
+    hosts: int
+    runs: int
+    spread: float
+    worst: float
+    """The worst session's value (lowest for a min_ bound, highest for a max_ one)."""
+    held_out_failures: tuple[str, ...]
+    """Sessions that fail the bound fitted without their host (leave-one-host-out)."""
+    false_fail_rate: float | None
+
+    @property
+    def limit(self) -> float:
+        return self.ref * (1 - self.tol) if not self.key.startswith("max_") else self.ref * (1 + self.tol)
+
+    def toml(self) -> str:
+        return (f"{{ ref = {self.ref:.6g}, tol = {self.tol:.4g}, hosts = {self.hosts}, runs = {self.runs}, "
+                f"spread = {self.spread:.4g} }}")
+
+
+def _fit_values(key: str, by_host: dict[str, list[float]]) -> tuple[float, float, float, float]:
+    """(ref, tol, spread, worst) of one bound from each host's values."""
+    medians = [statistics.median(values) for values in by_host.values()]
+    ref = statistics.median(medians)
+    values = [v for vs in by_host.values() for v in vs]
+    lower_is_worse = not key.startswith("max_")
+    worst = min(values) if lower_is_worse else max(values)
+    scale = abs(ref) or 1.0
+    deviation = ((ref - worst) if lower_is_worse else (worst - ref)) / scale
+    spread = (max(medians) - min(medians)) / scale
+    tol = max(FLOORS.get(key, 0.05), FACTOR * max(deviation, spread, 0.0))
+    if lower_is_worse:
+        tol = min(tol, 0.9)
+    return ref, tol, spread, worst
+
+
+def _false_fail_rate(ref: float, tol: float, key: str, values: list[float]) -> float | None:
+    if len(values) < 3:
+        return None
+    sigma = statistics.stdev(values)
+    if sigma == 0:
+        return 0.0
+    limit = ref * (1 - tol) if not key.startswith("max_") else ref * (1 + tol)
+    z = (statistics.fmean(values) - limit) / sigma if not key.startswith("max_") else (limit - statistics.fmean(
+        values)) / sigma
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def fit(sessions: Iterable[Session], *, min_hosts: int = MIN_HOSTS) -> list[Fitted]:
+    """Every bound the sessions' figures allow, each keyed by table, key and GPU count."""
+    groups: dict[tuple[str, str, int], dict[str, list[tuple[str, float]]]] = {}
+    for session in sessions:
+        for f in session.figures:
+            groups.setdefault((f.table, f.key, f.gpus), {}).setdefault(f.host, []).append((f.session, f.value))
+    fitted = []
+    for (table, key, gpus), by_host in sorted(groups.items()):
+        if len(by_host) < min_hosts:
+            continue
+        values_by_host = {host: [v for _, v in pairs] for host, pairs in by_host.items()}
+        ref, tol, spread, worst = _fit_values(key, values_by_host)
+        failures = []
+        for host, pairs in by_host.items():
+            others = {h: vs for h, vs in values_by_host.items() if h != host}
+            if not others:
+                continue
+            held_ref, held_tol, _, _ = _fit_values(key, others)
+            probe = Fitted(table=table, key=key, gpus=gpus, ref=held_ref, tol=held_tol, hosts=0, runs=0, spread=0,
+                           worst=0, held_out_failures=(), false_fail_rate=None)
+            failures += [session for session, value in pairs
+                         if (value < probe.limit if not key.startswith("max_") else value > probe.limit)]
+        values = [v for vs in values_by_host.values() for v in vs]
+        fitted.append(Fitted(table=table, key=key, gpus=gpus, ref=ref, tol=tol, hosts=len(by_host), runs=len(values),
+                             spread=spread, worst=worst, held_out_failures=tuple(failures),
+                             false_fail_rate=_false_fail_rate(ref, tol, key, values)))
+    return fitted
+
+
+def count_hosts(sessions: list[Session]) -> int:
+    return len({s.host for s in sessions})
+
+
+def check_hosts(sessions: list[Session], min_hosts: int) -> None:
+    hosts = count_hosts(sessions)
+    if hosts < min_hosts:
+        raise CalibrationError(
+            f"{len(sessions)} sessions from {hosts} host{'s' if hosts != 1 else ''}; a fitted bound needs sessions "
+            f"on >= {min_hosts} hosts of the kind (each host's own spread is not the fleet's). Run `make "
+            f"acceptance` on more healthy hosts, or pass --min-hosts {hosts} to fit from these (the profile then "
+            "says how few hosts it saw)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Into the profile's text
+
+
+def _section_span(lines: list[str], table: str) -> tuple[int, int] | None:
+    """[start, end) of ``[table]``'s lines (its header excluded), or None."""
+    header = f"[{table}]"
+    for index, line in enumerate(lines):
+        if line.strip() == header:
+            end = next((j for j in range(index + 1, len(lines)) if lines[j].lstrip().startswith("[")), len(lines))
+            while end > index + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+                end -= 1
+            return index + 1, end
+    return None
+
+
+def apply(text: str, fitted: list[Fitted], note: str) -> str:
+    """``text`` (a profile) with every fitted bound written as a reference table in its section, the
+    section's note said above the bound, and ``[definitions] training`` set to this harness's definition."""
+    lines = text.splitlines()
+    by_line: dict[tuple[str, str], list[Fitted]] = {}
+    for f in fitted:
+        by_line.setdefault((f.table, f.key), []).append(f)
+    for (table, key), entries in by_line.items():
+        span = _section_span(lines, table)
+        if span is None:
+            raise CalibrationError(f"the profile has no [{table}] table for the fitted {key}; add the case first")
+        start, end = span
+        value = "{ " + ", ".join(f"{f.gpus} = {f.toml()}" for f in sorted(entries, key=lambda f: f.gpus)) + " }"
+        new = f"{key} = {value}"
+        found = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == key), None)
+        if found is not None:
+            lines[found] = new
+        else:
+            at = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == "source"), end)
+            lines.insert(at, new)
+    if fitted:
+        lines = _set_definition(lines, "training" if any(f.table != "components" for f in fitted) else "components")
+    return "\n".join(lines).rstrip() + "\n" + (f"# {note}\n" if note else "")
+
+
+def _set_definition(lines: list[str], family: str) -> list[str]:
+    span = _section_span(lines, "definitions")
+    entry = f'{family} = "{current_id(family)}"'
+    if span is None:
+        return lines + ["", "[definitions]", entry]
+    start, end = span
+    found = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == family), None)
+    if found is None:
+        lines.insert(end, entry)
+    else:
+        lines[found] = entry
+    return lines
+
+
+def report(fitted: list[Fitted], sessions: list[Session]) -> str:
+    """A Markdown table of every fitted bound: reference, tolerance, limit, worst session, held-out failures."""
+    hosts = sorted({s.host for s in sessions})
+    out = [f"Fitted from {len(sessions)} sessions on {len(hosts)} hosts (GPU UUIDs): "
+           + "; ".join(f"host {i + 1}: {h[:60]}" for i, h in enumerate(hosts)), "",
+           "| table | bound | GPUs | ref | tol | limit | worst session | hosts | runs | host spread | "
+           "held-out failures | est. false-FAIL rate |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f in fitted:
+        rate = "n/a" if f.false_fail_rate is None else f"{f.false_fail_rate:.1e}"
+        out.append(f"| {f.table} | {f.key} | {f.gpus} | {f.ref:.5g} | {f.tol:.3g} | {f.limit:.5g} | {f.worst:.5g} | "
+                   f"{f.hosts} | {f.runs} | {f.spread:.2%} | {', '.join(f.held_out_failures) or 'none'} | {rate} |")
+    return "\n".join(out) + "\n"
+
+
+def add_fit_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "calibrate-fit", help="fit a profile's bounds across hosts from acceptance sessions",
+        description="Fit each bound of PROFILE from acceptance sessions (reports/<run-id>/) on several healthy hosts "
+                    "of one kind: a reference and a tolerance per GPU count, checked leave-one-host-out "
+                    "(harness/tools/calibrate/fit.py says how). Writes the profile, and a report of every fit.")
+    p.add_argument("sessions", nargs="+", help="acceptance run directories, from >= 3 hosts")
+    p.add_argument("--profile", required=True,
+                   help="the profile to write the bounds into, e.g. thresholds/h100-80gb.toml")
+    p.add_argument("--output", help="where the fitted profile goes (default: PROFILE, replaced)")
+    p.add_argument("--report", help="where the Markdown fit report goes (default: printed)")
+    p.add_argument("--min-hosts", type=int, default=MIN_HOSTS, help=f"hosts a bound needs (default {MIN_HOSTS})")
+    p.add_argument("--assume-training-definition", metavar="ID",
+                   help="the training definition of sessions written before sessions recorded theirs")
+
+
+def cli_fit(ns: Any) -> int:
+    """0: the profile was written and validates; 2: bad input (said on stderr)."""
+    import sys
+
+    from harness.profile.load import ThresholdError
+    from harness.records import write_text_atomic
+    from harness.tools.calibrate.profile_file import validate_profile_text
+
+    try:
+        if ns.min_hosts < 1:
+            raise CalibrationError(f"--min-hosts must be >= 1, got {ns.min_hosts}")
+        sessions = [read_session(Path(d), ns.assume_training_definition) for d in ns.sessions]
+        check_hosts(sessions, ns.min_hosts)
+        fitted = fit(sessions, min_hosts=ns.min_hosts)
+        if not fitted:
+            raise CalibrationError("the sessions hold no figure with a bound to fit")
+        profile_path = Path(ns.profile)
+        hosts = count_hosts(sessions)
+        note = (f"Bounds written as {{ ref, tol, hosts, runs, spread }} were fitted by `harness calibrate-fit` from "
+                f"{len(sessions)} sessions on {hosts} hosts" + (f" (fewer than the {MIN_HOSTS} the method asks)"
+                                                                 if hosts < MIN_HOSTS else ""))
+        text = apply(profile_path.read_text(), fitted, note)
+        output = Path(ns.output or ns.profile)
+        validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
+        write_text_atomic(output, text)
+    except (CalibrationError, ThresholdError, OSError) as exc:
+        print(f"harness calibrate-fit: {exc}", file=sys.stderr)
+        return 2
+    table = report(fitted, sessions)
+    if ns.report:
+        write_text_atomic(Path(ns.report), table)
+    else:
+        print(table)
+    print(f"wrote {output}: {len(fitted)} bounds from {len(sessions)} sessions on {hosts} hosts")
+    return 0
