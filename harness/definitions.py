@@ -55,7 +55,7 @@ DEFINITIONS: dict[str, Definition] = {
         sources=("harness/workloads/ddp_cases.py", "harness/workloads/window.py", "harness/workloads/ddp_record.py",
                  "harness/workloads/recipe.py", "harness/workloads/stats.py", "harness/plugin/launching.py",
                  "harness/launch/group.py"),
-        fingerprint="0" * 16),
+        fingerprint="55511437a1c1f396"),
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "
@@ -63,13 +63,13 @@ DEFINITIONS: dict[str, Definition] = {
                 "each GPU alone then all at once, NUMA-bound ranks",
         sources=("harness/workloads/components/kernels.py", "harness/workloads/components/worker.py",
                  "harness/workloads/components/arith.py"),
-        fingerprint="0" * 16),
+        fingerprint="4dec340b7cbcc473"),
     "allreduce": Definition(
         family="allreduce", id="2026-11-21",
         summary="nccl-tests' bus bandwidth of torch.distributed all_reduce, 1 MiB to the largest size the GPUs hold, "
                 "x2 per step, 0.2 s timed per size, CUDA events",
         sources=("harness/workloads/allreduce.py", "harness/workloads/busbw.py"),
-        fingerprint="0" * 16),
+        fingerprint="b39c2df68344b97c"),
 }
 
 

@@ -67,12 +67,22 @@ class CaseLauncher:
         if ctx.options.launch == "grouped" and spec.nodes == 1:
             group = launch_order(group + [(other, s) for other, s in self.pending() if other != label and s.nodes == 1])
         runs = [(f"{name}-repeat{r + 1}" if r else name, s) for name, s in group for r in range(repeats)]
-        width = max(s.gpus_per_node for _, s in group)
+        records = self.run_launch(runs)
+        for index, (name, _) in enumerate(group):
+            self.prefetched[name] = combine(records[index * repeats:(index + 1) * repeats])
+            self.launched.add(name)
+
+    def run_launch(self, runs: list[tuple[str, BenchmarkSpec]]) -> list[RunRecord]:
+        """``runs`` (label, spec) in one launch as wide as the widest (or refused, naming what holds the
+        GPUs); each record written under its label."""
+        ctx = self.ctx
+        width = max(s.gpus_per_node for _, s in runs)
         busy = ctx.busy_gpus(width)
         if busy:
             records = [refused_record(s, f"{ctx.run_id}-{name}", busy) for name, s in runs]
         elif len(runs) == 1:
-            records = [single_launch.run_benchmark(spec, ctx.log_dir(label), run_id=f"{ctx.run_id}-{label}")]
+            (name, spec), = runs
+            records = [single_launch.run_benchmark(spec, ctx.log_dir(name), run_id=f"{ctx.run_id}-{name}")]
         else:
             self.launches += 1
             records = shared_launch.run_benchmark_group(
@@ -81,9 +91,18 @@ class CaseLauncher:
                 ctx.log_dir(f"launch{self.launches}-{width}gpu"))
         for (name, _), record in zip(runs, records, strict=True):
             write_record(ctx.record_path(name), record)
-        for index, (name, _) in enumerate(group):
-            self.prefetched[name] = combine(records[index * repeats:(index + 1) * repeats])
-            self.launched.add(name)
+        return records
+
+    def remeasure(self, case: CaseId, attempt: int) -> tuple[RunRecord, RunRecord | None]:
+        """``case`` measured again, with its 1-GPU reference right before it in the same launch (issue 27:
+        confirm before a FAIL); (its record, the reference's, None for a 1-GPU weak case)."""
+        spec = self.spec_for(case)
+        runs = [(f"{spec.case_id}-confirm{attempt}", spec)]
+        if case.world_size > 1 or case.scaling == "strong":
+            one = self.spec_for(case.one_gpu())
+            runs.insert(0, (f"{one.case_id}-confirm{attempt}-for-{case.gpus}gpu", one))
+        records = self.run_launch(runs)
+        return records[-1], records[0] if len(records) == 2 else None
 
     # --- 1-GPU baselines
 

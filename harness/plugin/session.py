@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from harness.cases import CaseId
-from harness.checks import verdict
+from harness.checks import confirm, verdict
+from harness.checks.verdict import Check
 from harness.launch.cleanup import Orphan, find_orphans, stop_orphans
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
 from harness.node.cpu_features import native_bf16_flag
@@ -48,6 +49,7 @@ from harness.profile.match import select_profile
 from harness import definitions
 from harness.checks.judged import not_judged
 from harness.profile.stack import compare_stack
+from harness.records import RunRecord
 
 SESSION_KEY = pytest.StashKey["HarnessSession"]()
 
@@ -87,14 +89,42 @@ class HarnessSession:
         if bounds is None:  # collection skips such a case (plugin/cases.py): reaching here is a bug
             raise RuntimeError(f"{case.key}: profile {self.profile.name} has no bounds for this case")
         record, baseline = self.cases.record_and_baseline(case)
-        judge = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
-        checks = not_judged(judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()),
-                                    definitions.mismatch("training", self.profile.definitions))
+        checks = self.judge(case, record, baseline)
+        key = confirm.doubted_key(checks, record, baseline) if not confirm.direct_failure(checks) else None
+        if key is not None:
+            record, baseline, checks = self.confirmed(case, key, confirm.Attempt(record=record, baseline=baseline,
+                                                                                 checks=checks))
         return CaseResult(case=case, record=record, checks=checks,
                           baseline_run_id=baseline.run_id if baseline is not None else None,
                           context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),
                           bounds=bounds.to_dict(), bounds_inherited=list(bounds.inherited),
                           seen_in_window=self.gpu_state.seen_in_window(record.telemetry))
+
+    def judge(self, case: CaseId, record: RunRecord, baseline: RunRecord | None) -> list[Check]:
+        bounds = self.profile.bounds(case.model, case.precision)
+        assert bounds is not None
+        rules = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
+        return not_judged(rules(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()),
+                          definitions.mismatch("training", self.profile.definitions))
+
+    def confirmed(self, case: CaseId, key: str, first: confirm.Attempt) -> tuple[RunRecord, RunRecord | None,
+                                                                                  list[Check]]:
+        """A case whose ``key`` check is in doubt, measured again with its reference until two attempts
+        agree or MAX_REMEASURES are spent, and judged on the median attempt (harness/checks/confirm.py)."""
+        attempts = [first]
+        for attempt in range(1, confirm.MAX_REMEASURES + 1):
+            print(f"\nharness: {case.test_param}: {key} in doubt (CI ±{confirm.noise(first.record, first.baseline):.1%}"
+                  f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''}): re-measuring "
+                  f"with its reference ({attempt} of {confirm.MAX_REMEASURES})", flush=True)
+            record, baseline = self.cases.remeasure(case, attempt)
+            checks = self.judge(case, record, baseline)
+            if confirm.direct_failure(checks):
+                return record, baseline, checks  # a run that fails on re-measure is a finding of its own
+            attempts.append(confirm.Attempt(record=record, baseline=baseline, checks=checks))
+            if confirm.agree(attempts, key):
+                break
+        chosen, checks = confirm.decide(attempts, key)
+        return chosen.record, chosen.baseline, checks
 
     def summary(self) -> dict:
         """session.json: the session's facts and every test's result."""

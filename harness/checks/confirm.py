@@ -1,0 +1,130 @@
+"""Confirm before a FAIL, never best-of-N (issue 27): when a case's verdict is not yet certain, and how
+its re-measures decide it. Pure: checks and records in, a decision out.
+
+A training case is *uncertain* when a check against a bound misses it, or meets it, by less than the
+figure's measured noise (the 95 % CI of throughput, the reference's CI added for an efficiency), or
+misses it on a window that never settled (stopped at its time cap). Such a case is measured again with
+its 1-GPU reference, up to ``MAX_REMEASURES`` times, and judged on the **median** attempt, never the
+best. A clear miss fails at once; a direct cause (a foreign process, throttling, ECC, a failed run) is
+never re-measured. A case whose every attempt stays uncertain on unsettled windows is not judged:
+"host too noisy to sign off", which makes the session INCOMPLETE, never PASS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from harness.checks.verdict import Check
+from harness.records import RunRecord
+
+MAX_REMEASURES = 2
+RE_MEASURED_KINDS = ("performance", "health")
+UNSETTLED = "max time"
+"""The adaptive window's stop reason when its CI never met the target (harness/workloads/window.py)."""
+TOO_NOISY = "host too noisy to sign off"
+
+
+def noise(record: RunRecord, baseline: RunRecord | None) -> float:
+    """The relative uncertainty of the case's figures: its CI (and its reference's, for a ratio to it)."""
+    own = record.throughput_ci95_rel or 0.0
+    reference = (baseline.throughput_ci95_rel or 0.0) if baseline is not None and baseline is not record else 0.0
+    return own + reference
+
+
+def unsettled(record: RunRecord) -> bool:
+    return (record.settings or {}).get("measure_stop_reason") == UNSETTLED
+
+
+def _margin(check: Check) -> float | None:
+    """How far the figure is from its bound, relative to the bound (negative: a miss)."""
+    if check.measured is None or check.bound is None or not check.bound or not check.evaluated:
+        return None
+    gap = (check.measured - check.bound) / abs(check.bound)
+    return gap if check.comparison == ">=" else -gap
+
+
+def uncertain_checks(checks: list[Check], record: RunRecord, baseline: RunRecord | None) -> list[Check]:
+    """The re-measurable checks whose verdict the noise could flip, or that missed on an unsettled window."""
+    within = noise(record, baseline)
+    found = []
+    for check in checks:
+        margin = _margin(check)
+        if check.kind not in RE_MEASURED_KINDS or margin is None:
+            continue
+        if abs(margin) <= within or (margin < 0 and unsettled(record)):
+            found.append(check)
+    return found
+
+
+def direct_failure(checks: list[Check]) -> bool:
+    """A failed check no re-measure can explain away: a sanity check, or a rule without a bound."""
+    return any(c.passed is False and (c.kind == "sanity" or c.bound is None) for c in checks)
+
+
+def needs_confirmation(checks: list[Check], record: RunRecord, baseline: RunRecord | None) -> bool:
+    return not direct_failure(checks) and bool(uncertain_checks(checks, record, baseline))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Attempt:
+    record: RunRecord
+    baseline: RunRecord | None
+    checks: list[Check]
+
+
+def _figure(attempt: Attempt, key: str) -> float:
+    measured = next((c.measured for c in attempt.checks if c.key == key and c.measured is not None), None)
+    return measured if measured is not None else float("nan")
+
+
+def decide(attempts: list[Attempt], key: str) -> tuple[Attempt, list[Check]]:
+    """The median attempt by the figure of check ``key`` (the one that was in doubt) and its checks, each
+    re-measured check's note saying how many attempts missed; a figure still in doubt after every attempt
+    on unsettled windows is not evaluated (TOO_NOISY)."""
+    ordered = sorted(attempts, key=lambda a: _figure(a, key))
+    if not _lower_is_worse(attempts[0], key):
+        ordered.reverse()  # worst first either way
+    # The middle attempt; of two (which agreed, or a third would have been measured), the worse one.
+    median = ordered[(len(ordered) - 1) // 2]
+    decided = []
+    for check in median.checks:
+        if check.kind not in RE_MEASURED_KINDS or check.bound is None or not check.evaluated:
+            decided.append(check)
+            continue
+        missed = sum(1 for a in attempts for c in a.checks if c.key == check.key and c.passed is False)
+        tally = (f"FAIL, confirmed {missed} of {len(attempts)}" if check.passed is False
+                 else f"passed on re-measure, {missed} of {len(attempts)} missed" if missed else "")
+        all_in_doubt = all(unsettled(a.record) and any(c.key == check.key for c in
+                                                      uncertain_checks(a.checks, a.record, a.baseline))
+                           for a in attempts)
+        if check.key == key and all_in_doubt:
+            decided.append(replace(check, passed=None, note=_joined(
+                f"not evaluated: {TOO_NOISY} (CI ±{noise(median.record, median.baseline):.1%} on windows that "
+                f"never settled, {len(attempts)} attempts: " + ", ".join(
+                    f"{_figure(a, key):.4g}" for a in attempts) + ")", check.note)))
+        else:
+            decided.append(replace(check, note=_joined(tally, check.note)) if tally else check)
+    return median, decided
+
+
+def _lower_is_worse(attempt: Attempt, key: str) -> bool:
+    check = next((c for c in attempt.checks if c.key == key), None)
+    return check is None or check.comparison != "<="
+
+
+def _joined(first: str, second: str) -> str:
+    return "; ".join(part for part in (first, second) if part)
+
+
+def agree(attempts: list[Attempt], key: str) -> bool:
+    """Whether the attempts so far agree on ``key`` with no doubt left in the last one (no third needed)."""
+    outcomes = {next((c.passed for c in a.checks if c.key == key), None) for a in attempts}
+    last = attempts[-1]
+    return len(outcomes) == 1 and key not in {c.key for c in uncertain_checks(last.checks, last.record,
+                                                                                last.baseline)}
+
+
+def doubted_key(checks: list[Check], record: RunRecord, baseline: RunRecord | None) -> str | None:
+    found = uncertain_checks(checks, record, baseline)
+    failed = [c for c in found if c.passed is False]
+    return (failed or found)[0].key if found else None
