@@ -68,6 +68,11 @@ def test_a_host_outside_what_the_others_show_fails_leave_one_host_out(tmp_path):
     assert efficiency.held_out_failures == ("c",)
 
 
+def test_a_least_tolerance_widens_every_bound(three_hosts):
+    fitted = fit([read_session(d) for d in three_hosts], min_tol=0.6)
+    assert {f.tol for f in fitted if not f.key.startswith("max_")} == {0.6}
+
+
 def test_fewer_hosts_than_asked_is_refused_naming_the_way_out(three_hosts):
     sessions = [read_session(d) for d in three_hosts[:3]]  # hosts a and b
     with pytest.raises(CalibrationError, match="3 sessions from 2 hosts; a fitted bound needs sessions on >= 3 "
@@ -90,7 +95,8 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
     profile = tmp_path / "toy.toml"
     profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
-                            report=str(tmp_path / "fit.md"), min_hosts=3, assume_training_definition=None)
+                            report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
+                            assume_training_definition=None)
     assert cli_fit(ns) == 0
     loaded = load_profile(profile)
     bounds = loaded.bounds("resnet50", "bf16")
@@ -105,7 +111,7 @@ def test_a_fit_that_would_not_validate_replaces_nothing(three_hosts, tmp_path, c
     original = "schema_version = 1\n[hardware]\nname = \"toy\"\n"  # no [models.resnet50.bf16] to write into
     profile.write_text(original)
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None, report=None,
-                            min_hosts=3, assume_training_definition=None)
+                            min_hosts=3, min_tol=0.0, assume_training_definition=None)
     assert cli_fit(ns) == 2
     assert "has no [models.resnet50.bf16] table" in capsys.readouterr().err
     assert profile.read_text() == original

@@ -48,6 +48,14 @@ def fmt_count_table(table: Any) -> str:
     return " · ".join(f"{n}: {fmt_number(v)}" for n, v in counts.items()) if counts else MISSING
 
 
+def fmt_bound(value: Any, unit: str = "") -> str:
+    """A bound as a profile holds it: a number, or a table by GPU count (``4: 3,782.4 images/s``)."""
+    if isinstance(value, dict):
+        text = fmt_count_table(value)
+        return f"{text} {unit}" if unit and text != MISSING else text
+    return fmt_with_unit(value, unit) if unit else fmt_number(value)
+
+
 def fmt_duration(seconds: float | None) -> str:
     if seconds is None or seconds < 0:
         return "unknown"

@@ -102,7 +102,7 @@ def launch_bound_case(profile: Profile, device: str) -> tuple[str, str] | None:
         candidates = []
         for model in profile.models:
             bounds = profile.bounds(model, precision)
-            if bounds is not None and bounds.min_samples_per_sec_per_gpu is not None and model in MODELS:
+            if bounds is not None and bounds.min_samples_per_sec_per_gpu and model in MODELS:
                 candidates.append((bounds.batch_size_per_gpu * MODELS[model].train_flops_per_sample, model))
         if candidates:
             return min(candidates)[1], precision

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.report.format import MISSING, fmt_count_table, fmt_number, fmt_with_unit, short_unit
+from harness.report.format import MISSING, fmt_bound, fmt_count_table, fmt_number, short_unit
 from harness.report.inputs import as_dict, as_list, as_text
 from harness.report.outcomes import SessionTest, cases_not_recorded, first_with_bounds
 
@@ -61,6 +61,9 @@ def _facts(profile: dict, sources: _Sources) -> list[tuple[str, str]]:
     return facts
 
 
+OTHER_BOUNDS = ("min_power_fraction_of_limit", "max_temperature_c", "min_gpu_uniformity")
+
+
 def _bounds_row(model: str, precision: str, holder: SessionTest | None, unit: str, sources: _Sources) -> dict:
     """One case's row: its recorded bounds ("d" marks those from [defaults]), or why there are none."""
     if holder is None:
@@ -76,16 +79,15 @@ def _bounds_row(model: str, precision: str, holder: SessionTest | None, unit: st
     return {
         "model": model, "precision": precision, "missing": "",
         "batch": as_text(bounds.get("batch_size_per_gpu")) or MISSING,
-        "throughput": fmt_with_unit(bounds.get("min_samples_per_sec_per_gpu"), unit),
+        "throughput": fmt_bound(bounds.get("min_samples_per_sec_per_gpu"), unit),
         "weak": shown("min_weak_efficiency", fmt_count_table(bounds.get("min_weak_efficiency"))),
         "strong": (f"{fmt_count_table(bounds.get('min_strong_efficiency'))} (global batch "
                    f"{as_text(bounds.get('strong_global_batch_size'))})"
                    if bounds.get("min_strong_efficiency") else MISSING),
-        "straggler": shown("max_straggler_ratio", fmt_number(bounds.get("max_straggler_ratio"))),
-        "cv": shown("max_step_time_cv", fmt_number(bounds.get("max_step_time_cv"))),
-        "util": shown("min_gpu_utilization_pct", fmt_with_unit(bounds.get("min_gpu_utilization_pct"), "%")),
-        "other": "; ".join(f"{k} {fmt_number(bounds[k])}" for k in ("min_power_fraction_of_limit", "max_temperature_c",
-                                                                    "min_gpu_uniformity") if bounds.get(k) is not None),
+        "straggler": shown("max_straggler_ratio", fmt_bound(bounds.get("max_straggler_ratio"))),
+        "cv": shown("max_step_time_cv", fmt_bound(bounds.get("max_step_time_cv"))),
+        "util": shown("min_gpu_utilization_pct", fmt_bound(bounds.get("min_gpu_utilization_pct"), "%")),
+        "other": "; ".join(f"{k} {fmt_bound(bounds[k])}" for k in OTHER_BOUNDS if bounds.get(k) not in (None, {})),
         "sources": [s for s in (sources.cite(bounds.get("source")),) if s],
     }
 

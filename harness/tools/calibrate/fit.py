@@ -189,8 +189,8 @@ class Fitted:
                 f"spread = {self.spread:.4g} }}")
 
 
-def _fit_values(key: str, by_host: dict[str, list[float]]) -> tuple[float, float, float, float]:
-    """(ref, tol, spread, worst) of one bound from each host's values."""
+def _fit_values(key: str, by_host: dict[str, list[float]], min_tol: float = 0.0) -> tuple[float, float, float, float]:
+    """(ref, tol, spread, worst) of one bound from each host's values; ``min_tol`` raises every floor."""
     medians = [statistics.median(values) for values in by_host.values()]
     ref = statistics.median(medians)
     values = [v for vs in by_host.values() for v in vs]
@@ -199,7 +199,7 @@ def _fit_values(key: str, by_host: dict[str, list[float]]) -> tuple[float, float
     scale = abs(ref) or 1.0
     deviation = ((ref - worst) if lower_is_worse else (worst - ref)) / scale
     spread = (max(medians) - min(medians)) / scale
-    tol = max(FLOORS.get(key, 0.05), FACTOR * max(deviation, spread, 0.0))
+    tol = max(FLOORS.get(key, 0.05), min_tol, FACTOR * max(deviation, spread, 0.0))
     if lower_is_worse:
         tol = min(tol, 0.9)
     return ref, tol, spread, worst
@@ -217,7 +217,7 @@ def _false_fail_rate(ref: float, tol: float, key: str, values: list[float]) -> f
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def fit(sessions: Iterable[Session], *, min_hosts: int = MIN_HOSTS) -> list[Fitted]:
+def fit(sessions: Iterable[Session], *, min_hosts: int = MIN_HOSTS, min_tol: float = 0.0) -> list[Fitted]:
     """Every bound the sessions' figures allow, each keyed by table, key and GPU count."""
     groups: dict[tuple[str, str, int], dict[str, list[tuple[str, float]]]] = {}
     for session in sessions:
@@ -228,13 +228,13 @@ def fit(sessions: Iterable[Session], *, min_hosts: int = MIN_HOSTS) -> list[Fitt
         if len(by_host) < min_hosts:
             continue
         values_by_host = {host: [v for _, v in pairs] for host, pairs in by_host.items()}
-        ref, tol, spread, worst = _fit_values(key, values_by_host)
+        ref, tol, spread, worst = _fit_values(key, values_by_host, min_tol)
         failures = []
         for host, pairs in by_host.items():
             others = {h: vs for h, vs in values_by_host.items() if h != host}
             if not others:
                 continue
-            held_ref, held_tol, _, _ = _fit_values(key, others)
+            held_ref, held_tol, _, _ = _fit_values(key, others, min_tol)
             probe = Fitted(table=table, key=key, gpus=gpus, ref=held_ref, tol=held_tol, hosts=0, runs=0, spread=0,
                            worst=0, held_out_failures=(), false_fail_rate=None)
             failures += [session for session, value in pairs
@@ -341,6 +341,9 @@ def add_fit_parser(sub: Any) -> None:
     p.add_argument("--output", help="where the fitted profile goes (default: PROFILE, replaced)")
     p.add_argument("--report", help="where the Markdown fit report goes (default: printed)")
     p.add_argument("--min-hosts", type=int, default=MIN_HOSTS, help=f"hosts a bound needs (default {MIN_HOSTS})")
+    p.add_argument("--min-tol", type=float, default=0.0,
+                   help="the least tolerance of every bound, a fraction (the cpu self-check profile: 0.6, as its "
+                        "bounds check the mechanics on shared machines, not a CPU's speed)")
     p.add_argument("--assume-training-definition", metavar="ID",
                    help="the training definition of sessions written before sessions recorded theirs")
 
@@ -356,16 +359,19 @@ def cli_fit(ns: Any) -> int:
     try:
         if ns.min_hosts < 1:
             raise CalibrationError(f"--min-hosts must be >= 1, got {ns.min_hosts}")
+        if not 0 <= ns.min_tol < 1:
+            raise CalibrationError(f"--min-tol must be a fraction in [0, 1), got {ns.min_tol}")
         sessions = [read_session(Path(d), ns.assume_training_definition) for d in ns.sessions]
         check_hosts(sessions, ns.min_hosts)
-        fitted = fit(sessions, min_hosts=ns.min_hosts)
+        fitted = fit(sessions, min_hosts=ns.min_hosts, min_tol=ns.min_tol)
         if not fitted:
             raise CalibrationError("the sessions hold no figure with a bound to fit")
         profile_path = Path(ns.profile)
         hosts = count_hosts(sessions)
         note = (f"Bounds written as {{ ref, tol, hosts, runs, spread }} were fitted by `harness calibrate-fit` from "
                 f"{len(sessions)} sessions on {hosts} hosts" + (f" (fewer than the {MIN_HOSTS} the method asks)"
-                                                                 if hosts < MIN_HOSTS else ""))
+                                                                 if hosts < MIN_HOSTS else "")
+                + (f", every tolerance at least {ns.min_tol:g}" if ns.min_tol else ""))
         text = apply(profile_path.read_text(), fitted, note)
         output = Path(ns.output or ns.profile)
         validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
