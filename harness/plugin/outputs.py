@@ -26,6 +26,7 @@ from harness.checks.session import SessionVerdict
 from harness.plugin.fixture import RESULT_KEY
 from harness.plugin.outcomes import SessionOutcomes
 from harness.plugin.progress import write_own_line
+from harness.plugin.timeline import describe as describe_timeline
 from harness.plugin.session import HarnessSession
 from harness.records import write_json_atomic
 from harness.report.render import write_report
@@ -200,7 +201,8 @@ def write_session_outputs(session: pytest.Session, harness_session: HarnessSessi
     options = harness_session.ctx.options
     # harness/fleet: the session into the history store, and its Prometheus file; never raises.
     lines = [line, *record_session(run_dir, store=store_path(options.store, options.report_dir),
-                                   textfile_dir=prometheus_dir(options.prometheus_dir))]
+                                   textfile_dir=prometheus_dir(options.prometheus_dir)),
+             f"harness: {describe_timeline(summary['timeline'])}"]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         for text in lines:

@@ -36,6 +36,7 @@ from harness.node.overrides import FAULT_ENV, Override, expected_settings, find_
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateRunner
+from harness.plugin.components import COMPONENTS_KEY
 from harness.plugin.interconnect import InterconnectRuns
 from harness.plugin.launching import CaseLauncher
 from harness.plugin.options import HarnessOptions, check_run_options
@@ -43,6 +44,7 @@ from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.rundir import make_run_dir, make_run_id
 from harness.plugin.soak import SoakRunner
+from harness.plugin.timeline import timeline as session_timeline
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
 from harness.profile.match import select_profile
@@ -126,6 +128,16 @@ class HarnessSession:
         chosen, checks = confirm.decide(attempts, key)
         return chosen.record, chosen.baseline, checks
 
+    def timeline(self) -> dict:
+        """Where the session's time went (harness/plugin/timeline.py)."""
+        started = datetime.fromisoformat(self.ctx.started_at)
+        launches = {f"all-reduce {gpus} GPUs": run.elapsed_s or 0.0 for gpus, run in self.interconnect.sweeps.items()}
+        components = self.config.stash.get(COMPONENTS_KEY, None)
+        if components is not None and components.run is not None:
+            launches["components"] = components.run.elapsed_s or 0.0
+        return session_timeline(self.ctx.run_dir, total_s=(datetime.now(timezone.utc) - started).total_seconds(),
+                                launches_s=launches)
+
     def summary(self) -> dict:
         """session.json: the session's facts and every test's result."""
         ctx = self.ctx
@@ -150,6 +162,7 @@ class HarnessSession:
             "orphans_stopped": [orphan.to_dict() for orphan in ctx.orphans_stopped],
             "warnings": list(ctx.start_warnings),
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
+            "timeline": self.timeline(),
             **({"interconnect": interconnect} if interconnect is not None else {}),
             **({"soak": soak} if soak is not None else {}),
             **({"gpu_state": gpu_state} if gpu_state is not None else {}),
