@@ -18,8 +18,9 @@ from harness.fleet.history import drift_points, gpu_history, node_history
 DATES = ("2026-09-01", "2026-10-01", "2026-11-01")
 
 
-def facts(run_id: str, verdict: str = "PASS") -> SessionFacts:
-    return SessionFacts(run_id=run_id, node="n1", verdict=verdict, started_at=run_id)
+def facts(run_id: str, verdict: str = "PASS", **scope) -> SessionFacts:
+    scope = {"scope": "full", "level": "standard", "cpu_self_check": False, "sign_off": verdict == "PASS"} | scope
+    return SessionFacts(run_id=run_id, node="n1", verdict=verdict, started_at=run_id, **scope)
 
 
 def test_each_point_is_compared_with_the_median_of_the_earlier_sign_offs():
@@ -33,6 +34,26 @@ def test_each_point_is_compared_with_the_median_of_the_earlier_sign_offs():
 def test_a_failed_session_is_no_reference():
     series = [(facts("1"), 100.0), (facts("2", "FAIL"), 50.0), (facts("3"), 99.0)]
     assert [p.reference for p in drift_points(series, "higher", 0.03)] == [None, 100.0, 100.0]
+
+
+@pytest.mark.parametrize("scope", [{"scope": "partial: 1 of 20 profile cases"}, {"level": "quick"},
+                                   {"cpu_self_check": True}, {"scope": None}])
+def test_a_partial_quick_cpu_or_unknown_pass_is_no_reference(scope):
+    series = [(facts("1", **scope, sign_off=False), 100.0), (facts("2"), 90.0), (facts("3"), 89.0)]
+    assert [p.reference for p in drift_points(series, "higher", 0.03)] == [None, None, 90.0]
+
+
+def test_a_history_without_an_earlier_sign_off_says_so_never_no_drift(tmp_path, capsys):
+    for day in DATES[:2]:
+        write_node(tmp_path / "reports", NodePlan(node="gpu-node11", started_at=f"{day}T10:00:00+00:00",
+                                                  scope="partial: 2 of 20 profile cases"))
+    code = main(["history", "--node", "gpu-node11", str(tmp_path / "reports"), "--store", str(tmp_path / "none.sqlite"),
+                 "--html", str(tmp_path / "h.html")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[1].startswith("no earlier sign-off to compare against: no session before the latest")
+    assert "no drift" not in out.lower()
+    assert "no earlier sign-off to compare against" in (tmp_path / "h.html").read_text()
 
 
 def test_only_the_worse_side_drifts_unless_no_side_is_better():
