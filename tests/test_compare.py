@@ -150,7 +150,7 @@ def test_a_directory_with_only_session_json_is_read_from_it(two_runs, tmp_path):
 def test_a_missing_directory_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(CompareError, match="no such file or directory"):
         load_run_set(tmp_path / "nope")
-    assert cli_compare(tmp_path / "nope", tmp_path) == 2
+    assert cli_compare(tmp_path / "nope", tmp_path) == 4
     assert "harness compare:" in capsys.readouterr().err
 
 
@@ -283,7 +283,7 @@ def test_results_without_a_readable_case_id_take_the_case_from_their_record(two_
 
 
 def _refused(capsys, a: Path, b: Path) -> str:
-    assert cli_compare(a, b) == 2
+    assert cli_compare(a, b) == 4
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("harness compare: ") and err.count("\n") == 1, err
     return err.strip()

@@ -95,7 +95,7 @@ def test_an_expected_node_without_a_session_makes_the_fleet_incomplete(tmp_path,
     for plan in fleet_plans(3, outlier="none", failing="none"):
         write_node(tmp_path, plan)
     code, out, _ = run_fleet(capsys, tmp_path, "--expect-nodes", "gpu-node[01-04]", "--output", tmp_path / "out")
-    assert code == 1 and out.startswith("INCOMPLETE: 3 nodes")
+    assert code == 6 and out.startswith("INCOMPLETE: 3 nodes")
     assert "1 expected node has no session: gpu-node04" in out
 
 
@@ -147,7 +147,7 @@ def test_a_cut_short_session_json_without_report_json_is_a_problem_naming_the_fi
         write_node(tmp_path / "reports", plan)
     code, out, _ = run_fleet(capsys, tmp_path / "reports", "--output", tmp_path / "out")
     view = json.loads((tmp_path / "out" / "fleet.json").read_text())
-    assert code == 1 and view["verdict"] == "INCOMPLETE"
+    assert code == 6 and view["verdict"] == "INCOMPLETE"
     assert "1 input could not be read (listed below)" in view["reasons"]
     assert str(broken) in view["problems"][0] and "is not valid JSON" in view["problems"][0]
 
@@ -191,10 +191,10 @@ def test_a_check_is_known_by_its_key_and_without_one_by_its_name(fleet_root, tmp
     (("{root}", "--min-deviation", "2"), "min_relative must be a fraction"),
     (("--store", "{tmp}/none.sqlite"), "no history store at"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(fleet_root, tmp_path, capsys, args, says):
+def test_bad_input_is_one_line_and_exit_status_4(fleet_root, tmp_path, capsys, args, says):
     args = [a.format(tmp=tmp_path, root=fleet_root) for a in args]
     code, out, err = run_fleet(capsys, *args, "--output", tmp_path / "out")
-    assert code == 2 and out == ""
+    assert code == 4 and out == ""
     assert err.startswith("harness fleet: ") and says in err and err.count("\n") == 1
 
 

@@ -138,7 +138,7 @@ def test_an_uncompacted_store_is_read_beside_report_directories(history_store, t
 def test_an_unknown_node_or_gpu_lists_what_the_store_knows(history_store, capsys):
     _, path = history_store
     capsys.readouterr()
-    assert main(["history", "--store", str(path), "--node", "gpu-node99"]) == 2
+    assert main(["history", "--store", str(path), "--node", "gpu-node99"]) == 4
     assert capsys.readouterr().err == ("harness history: no measured figure of node gpu-node99 in 6 sessions read; "
                                        "known: gpu-node09, gpu-node10\n")
 
@@ -148,8 +148,8 @@ def test_an_unknown_node_or_gpu_lists_what_the_store_knows(history_store, capsys
     (["--node", "x", "--store", "/no/such.sqlite"], "no history store at /no/such.sqlite"),
     (["--add", "/no/such/dir"], "/no/such/dir: no such directory"),
 ])
-def test_bad_history_input_is_one_line_and_exit_status_2(capsys, args, says):
-    assert main(["history", *args]) == 2
+def test_bad_history_input_is_one_line_and_exit_status_4(capsys, args, says):
+    assert main(["history", *args]) == 4
     err = capsys.readouterr().err
     assert err.startswith("harness history: ") and says in err
 
@@ -157,7 +157,7 @@ def test_bad_history_input_is_one_line_and_exit_status_2(capsys, args, says):
 def test_history_needs_one_of_node_gpu_add_or_compact(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["history"])
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 4, "argparse's own mistakes exit with the usage code too"
     assert "one of the arguments --node --gpu --add --compact is required" in capsys.readouterr().err
 
 

@@ -24,7 +24,8 @@ from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, n
                                   scaling_params)
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
-from harness.plugin.options import add_options, add_short_options, ini_declares_acceptance, parse_options
+from harness.plugin.options import (add_options, add_short_options, ini_declares_acceptance, parse_options,
+                                    refuse_cache_options)
 from harness.plugin.outcomes import OUTCOMES_KEY, SessionOutcomes
 from harness.plugin.outputs import route_reports, write_session_outputs
 from harness.plugin.progress import SessionProgress, write_verdict_lines
@@ -65,6 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "level(name): the run level of an acceptance test: quick, standard or long")
     if not _active(config) or hasattr(config, "workerinput") or _shows_information_only(config):
         return
+    refuse_cache_options(config)
     session = start_session(config, parse_options(config))
     config.stash[SESSION_KEY] = session
     if not session.collect_only:

@@ -2,7 +2,8 @@
 
 Exit status: 0 when every row that applies caught its degradation with the cause named; 1 when any
 did not (a degradation passed, a check was not found, a session did not run, a cause went unnamed),
-or when no row applies; 2 for a mistake on the command line or a node the harness cannot describe.
+or when no row applies; 4 for a mistake on the command line or a node the harness cannot describe
+(harness/exitcodes.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from harness.selftest.table import closing_line, selftest_passed, text_table, wr
 
 
 class SelftestError(Exception):
-    """What stops the selftest before any row runs: printed as one line, exit status 2."""
+    """What stops the selftest before any row runs: printed as one line, exit status 4."""
 
 
 def add_selftest_parser(sub: Any) -> None:

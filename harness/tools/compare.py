@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cases import CaseId
+from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.records import RunRecord
 from harness.tools.run_sets import CompareError, RunSet, load_run_set
 from harness.workloads.busbw import size_label
@@ -278,11 +279,11 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cli_compare(a: str | Path, b: str | Path) -> int:
-    """``harness compare A B``: 0 when both were read and compared, 2 when either cannot be read."""
+    """``harness compare A B``: 0 when both were read and compared, 4 (usage error) when either cannot be read."""
     try:
         comparison = compare(load_run_set(a), load_run_set(b))
     except CompareError as exc:
         print(f"harness compare: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     print(format_comparison(comparison))
     return 0
