@@ -437,3 +437,20 @@ def test_a_later_narrower_fail_fails_a_signed_off_node_and_a_later_full_run_is_j
     assert node["failed_count"] >= 1, "the later session's failed checks are listed"
     later_full = _scoped_fleet(tmp_path, [NodePlan(node="gpu-node01", started_at="2026-11-22T10:00:00+00:00")])
     assert later_full["verdict"] == "PASS" and later_full["nodes"][0]["run_id"].startswith("20261122")
+
+
+def test_fleet_and_history_show_the_checks_own_efficiency_never_a_recomputed_one(fleet_root):
+    from harness.fleet.history import node_history
+
+    run_dirs = find_run_dirs([fleet_root])
+    recorded = {}
+    for run_dir in run_dirs:
+        results = json.loads((run_dir / "session.json").read_text())["results"].values()
+        recorded.update({run_dir.name.split("-", 2)[2].rsplit("-", 1)[0]: c["measured"] for r in results
+                         for c in r["checks"] if c.get("key") == "weak_efficiency"})
+    view = build_fleet([read_session(d) for d in run_dirs])
+    (figure,) = [f for f in view["figures"] if f["key"] == "weak_efficiency"]
+    assert {r["node"]: r["value"] for r in figure["rows"]} == recorded
+    history = node_history([read_session(d) for d in run_dirs], "gpu-node01")
+    (trend,) = [t for t in history if t.key == "weak_efficiency"]
+    assert [p.value for p in trend.points] == [recorded["gpu-node01"]]
