@@ -22,7 +22,8 @@ total throughput at N / at 1 GPU with the same global batch, over N. A throughpu
 flagged ``*`` when it exceeds the sum of both runs' 95 % confidence half-widths, which is
 within-run noise only. Run-to-run spread on a healthy node is larger: over three sign-offs on
 4 x H200, at most 0.62 % for bf16, ViT and BERT cases and up to 4.5 % for ResNet fp16, whose loss
-scaler syncs with the host every step (docs/measurements.md). Read a ``*`` below about 1 % (5 % for ResNet fp16) as noise, not a finding.
+scaler syncs with the host every step (docs/measurements.md). Read a ``*`` below about 1 % (5 %
+for ResNet fp16) as noise, not a finding.
 """
 
 from __future__ import annotations
