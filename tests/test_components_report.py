@@ -1,7 +1,5 @@
-"""The report's GPU x check table and peer heatmap, and the Slurm node-check script."""
+"""The report's GPU x check table and peer heatmap (the Slurm node-check script: test_node_check.py)."""
 
-import os
-import subprocess
 from pathlib import Path
 
 from harness.report.outcomes import SessionTest
@@ -57,32 +55,6 @@ def test_heatmap_draws_every_pair_and_outlines_the_slowest():
     assert svg.startswith("<svg") and "GPU 0 -> GPU 1: 390 GB/s" in svg and "120.5" in svg
     assert svg.count('stroke="#cf222e"') == 1
     assert peer_heatmap(TESTS[:2]) is None
-
-
-def node_check(tmp_path, exit_code):
-    """Run slurm/node-check.sh with a stub Python exiting ``exit_code`` and a stub scontrol; its calls."""
-    calls = tmp_path / "calls"
-    for name, body in (("python", f'echo "$@" >> {calls}.python\nexit {exit_code}'),
-                       ("scontrol", f'echo "$@" >> {calls}.scontrol')):
-        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
-        (tmp_path / name).chmod(0o755)
-    env = {**os.environ, "HARNESS_PYTHON": str(tmp_path / "python"), "HARNESS_SCONTROL": str(tmp_path / "scontrol"),
-           "HARNESS_REPORT_DIR": str(tmp_path / "reports"), "SLURMD_NODENAME": "gpu07", "SLURM_JOB_ID": "42"}
-    done = subprocess.run(["bash", str(ROOT / "slurm" / "node-check.sh")], env=env, capture_output=True, text=True,
-                          timeout=30)
-    scontrol = Path(f"{calls}.scontrol")
-    return done.returncode, Path(f"{calls}.python").read_text(), scontrol.read_text() if scontrol.exists() else ""
-
-
-def test_node_check_passes_quietly_and_drains_on_fail(tmp_path):
-    status, python, scontrol = node_check(tmp_path, 0)
-    assert status == 0 and scontrol == ""
-    assert "-m pytest acceptance --harness-level quick" in python
-    status, _, scontrol = node_check(tmp_path, 1)
-    assert status == 1
-    assert scontrol.startswith("update nodename=gpu07 state=drain reason=gpu-acceptance quick: FAIL; report ")
-    _, _, scontrol = node_check(tmp_path, 4)
-    assert "could not start" in scontrol.splitlines()[-1]
 
 
 def test_the_page_shows_the_gpu_table_and_the_heatmap(tmp_path):
