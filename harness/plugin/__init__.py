@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cases import SCALINGS
+from harness.launch import heartbeat
 from harness.launch.supervise import stop_on_sigterm
 from harness.plugin import components
 from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
@@ -77,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         progress = SessionProgress(config=config, results=session.results)
         config.pluginmanager.register(progress, "harness-progress")
         session.soak.say = progress.say
+        heartbeat.SINK = progress.say  # a line per launch every 20 s, through pytest's terminal
         session.gpu_state.start()
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
     # process groups and pytest still writes its reports.
@@ -175,6 +177,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The session verdict as the terminal's last lines, after pytest's own summary."""
+    heartbeat.SINK = heartbeat.to_stderr
     outcomes = config.stash.get(OUTCOMES_KEY, None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if outcomes is not None and outcomes.session is not None and reporter is not None:

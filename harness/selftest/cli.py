@@ -9,9 +9,12 @@ or when no row applies; 4 for a mistake on the command line or a node the harnes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -120,6 +123,42 @@ def _with_burners(spec: RowSpec, per_core: int) -> RowSpec:
                    injected=spec.injected.replace(f"{load.burners_per_core} busy", f"{per_core} busy", 1))
 
 
+ROW_PROGRESS_S = 20.0
+"""A line at least this often while a row's session runs (a row takes minutes)."""
+
+
+def last_progress_line(log_path: Path, tail_bytes: int = 16384) -> str:
+    """The session's latest ``harness:`` line (its case, phase and ETA), from the end of its log; ""."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(max(log.seek(0, os.SEEK_END) - tail_bytes, 0))
+            lines = log.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.startswith("harness: ")), "")
+
+
+@contextlib.contextmanager
+def row_progress(label: str, log_path: Path, timeout_s: float, period_s: float = ROW_PROGRESS_S) -> Iterator[None]:
+    """While the block runs: every ``period_s``, how long the row has run and what its session last said."""
+    done = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(period_s):
+            said = last_progress_line(log_path)
+            print(f"{label} still running: {time.monotonic() - started:.0f} s of at most {timeout_s:.0f} s"
+                  + (f"; the session: {said.removeprefix('harness: ')[:200]}" if said else ""), flush=True)
+
+    thread = threading.Thread(target=tick, name="selftest-row-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=5)
+
+
 def cli_selftest(ns: argparse.Namespace) -> int:
     if ns.timeout <= 0 or ns.burners_per_core < 1:
         raise SelftestError("--timeout must be above 0 and --burners-per-core at least 1")
@@ -135,7 +174,9 @@ def cli_selftest(ns: argparse.Namespace) -> int:
         if spec.not_applicable is None:
             print(f"[{number}/{len(specs)}] {spec.injected}: running ...", flush=True)
             started = time.monotonic()
-            run = run_row(spec, repo_root=root, row_dir=directory / f"{number}-{spec.key}", timeout_s=ns.timeout)
+            row_dir = directory / f"{number}-{spec.key}"
+            with row_progress(f"[{number}/{len(specs)}] {spec.key}", row_dir / "selftest-session.log", ns.timeout):
+                run = run_row(spec, repo_root=root, row_dir=row_dir, timeout_s=ns.timeout)
             print(f"[{number}/{len(specs)}] done in {time.monotonic() - started:.0f} s (exit {run.exit_code})",
                   flush=True)
         outcomes.append(judge(spec, run))
