@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -129,3 +132,23 @@ class Heartbeat:
             SINK(heartbeat_line(self.run_id, self.steps, phases_of(self.run_dir), now - self.started, now))
         except Exception:  # noqa: BLE001 - a progress line must never cost the launch it describes
             return
+
+
+@contextmanager
+def every(period_s: float, report: Callable[[float], None], name: str = "progress") -> Iterator[None]:
+    """While the block runs, a daemon thread calls ``report(seconds since the start)`` every
+    ``period_s`` (a soak's state, a selftest row's); stopped and joined when the block ends."""
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def run() -> None:
+        while not stop.wait(period_s):
+            report(time.monotonic() - started)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=period_s + 5)

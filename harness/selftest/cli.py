@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -20,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.launch.heartbeat import every
 from harness.selftest import rows as row_specs
 from harness.selftest.judge import RowOutcome, judge
 from harness.selftest.rows import ROW_KEYS, NodeGpu, RowSpec, plan_rows
@@ -141,22 +141,13 @@ def last_progress_line(log_path: Path, tail_bytes: int = 16384) -> str:
 @contextlib.contextmanager
 def row_progress(label: str, log_path: Path, timeout_s: float, period_s: float = ROW_PROGRESS_S) -> Iterator[None]:
     """While the block runs: every ``period_s``, how long the row has run and what its session last said."""
-    done = threading.Event()
-    started = time.monotonic()
+    def tick(elapsed_s: float) -> None:
+        said = last_progress_line(log_path)
+        print(f"{label} still running: {elapsed_s:.0f} s of at most {timeout_s:.0f} s"
+              + (f"; the session: {said.removeprefix('harness: ')[:200]}" if said else ""), flush=True)
 
-    def tick() -> None:
-        while not done.wait(period_s):
-            said = last_progress_line(log_path)
-            print(f"{label} still running: {time.monotonic() - started:.0f} s of at most {timeout_s:.0f} s"
-                  + (f"; the session: {said.removeprefix('harness: ')[:200]}" if said else ""), flush=True)
-
-    thread = threading.Thread(target=tick, name="selftest-row-progress", daemon=True)
-    thread.start()
-    try:
+    with every(period_s, tick, name="selftest-row-progress"):
         yield
-    finally:
-        done.set()
-        thread.join(timeout=5)
 
 
 def cli_selftest(ns: argparse.Namespace) -> int:
