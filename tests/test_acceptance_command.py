@@ -94,6 +94,7 @@ def test_a_mistake_argparse_finds_is_the_usage_code_in_every_subcommand(argv, ca
     (["fleet", "/no/such/dir"], "harness fleet: /no/such/dir: no such directory"),
     (["history", "--node", "x", "--store", "/no/such.sqlite"], "harness history: no history store"),
     (["thresholds", "check", str(REPO / "docs" / "ci")], "harness thresholds check: no threshold files"),
+    (["detect", "--thresholds-dir", "/no/such/dir"], "error: "),
     (["selftest", "--rows", "nope"], "harness selftest: --rows 'nope': unknown row"),
 ])
 def test_an_input_a_subcommand_cannot_use_is_the_usage_code_and_one_line(argv, says, capsys):

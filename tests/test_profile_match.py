@@ -207,12 +207,12 @@ def test_cli_detect_reports_a_selection_error_without_traceback(
 ) -> None:
     monkeypatch.setattr(match, "detect", lambda: make_hardware(("NVIDIA B200", 180.0)))
 
-    assert match.cli_detect(None, None) == 4
+    assert match.cli_detect(None, None) == 1
 
     captured = capsys.readouterr()
     assert captured.out.startswith("host: node01\n")
     assert "profile:" not in captured.out
-    assert captured.err.startswith("harness detect: no threshold profile matches this hardware: 1 x NVIDIA B200")
+    assert captured.err.startswith("error: no threshold profile matches this hardware: 1 x NVIDIA B200")
     assert "Traceback" not in captured.err
 
 
@@ -225,10 +225,10 @@ def test_cli_detect_reports_a_threshold_file_error(
     monkeypatch.setattr(match, "load_profiles", broken)
     monkeypatch.setattr(match, "detect", lambda: make_hardware())
 
-    assert match.cli_detect(None, None) == 4
+    assert match.cli_detect(None, None) == 1
 
     assert capsys.readouterr().err == (
-        "harness detect: thresholds/h200.toml: [defaults] max_straggler_ratio must be >= 1, got 0.9\n"
+        "error: thresholds/h200.toml: [defaults] max_straggler_ratio must be >= 1, got 0.9\n"
     )
 
 
@@ -240,11 +240,11 @@ def test_cli_detect_reports_a_detection_error(
 
     monkeypatch.setattr(match, "detect", lost_gpu)
 
-    assert match.cli_detect(None, None) == 4
+    assert match.cli_detect(None, None) == 1
 
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == "harness detect: NVML could not read GPU 2: GPU is lost.\n"
+    assert captured.err == "error: NVML could not read GPU 2: GPU is lost.\n"
 
 
 def test_cli_detect_with_the_real_thresholds_module_reports_a_missing_dir(
@@ -252,10 +252,10 @@ def test_cli_detect_with_the_real_thresholds_module_reports_a_missing_dir(
 ) -> None:
     missing = tmp_path / "no-such-dir"
 
-    assert match.cli_detect(None, str(missing)) == 4
+    assert match.cli_detect(None, str(missing)) == 1
 
     captured = capsys.readouterr()
     assert captured.out.startswith("host: ")
-    assert captured.err.startswith("harness detect: ")
+    assert captured.err.startswith("error: ")
     assert str(missing) in captured.err
     assert "Traceback" not in captured.err

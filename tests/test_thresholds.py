@@ -724,7 +724,7 @@ def test_cli_check_missing_file_is_bad_not_a_crash(tmp_path, capsys):
 
 def test_cli_check_no_files(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HARNESS_THRESHOLDS_DIR", str(tmp_path))
-    assert cli_check([]) == 4
+    assert cli_check([]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (f"harness thresholds check: no threshold files (*.toml) found in {tmp_path}; pass files or a "

@@ -120,20 +120,19 @@ def _hardware_summary(hw: Hardware) -> str:
 
 
 def cli_detect(hardware_override: str | None, thresholds_dir: str | None) -> int:
-    """``harness detect``: print the hardware and the profile it selects; 0 on success, 4 (usage error)
-    when the hardware cannot be described or no profile matches."""
+    """``harness detect``: print the hardware and the profile it selects; 0 on success, 1 on error."""
     try:
         hw = detect()
     except HardwareError as err:
-        print(f"harness detect: {err}", file=sys.stderr)
-        return 4  # harness/exitcodes.py EXIT_USAGE_ERROR (profile/ is imported by checks/: no import back)
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(describe(hw))
     try:
         directory = Path(thresholds_dir) if thresholds_dir else default_thresholds_dir()
         profiles = load_profiles(directory)
         profile = select_profile(hw, profiles, hardware_override)
     except (ThresholdError, HardwareError) as err:
-        print(f"harness detect: {err}", file=sys.stderr)
-        return 4  # harness/exitcodes.py EXIT_USAGE_ERROR (profile/ is imported by checks/: no import back)
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(f"profile: {profile.name} ({profile.path})")
     return 0
