@@ -9,10 +9,15 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 
 class UsageError(Exception):
-    """A mistake on the command line: printed as one line, exit status 2."""
+    """A mistake on the command line: printed as one line, exit status 4 (harness/exitcodes.py)."""
+
+
+class NotRecordedError(Exception):
+    """The result could not be written where it belongs: printed as one line, exit status 7."""
 
 
 def _run_device(asked: str | None) -> str:
@@ -97,7 +102,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(summary_line(record))
     kind = _output_kind(output)
     if kind is not None:  # something took the path while the benchmark ran: leave it alone
-        raise UsageError(f"--output {output}: is {kind} now, so the record was not written there; it is in "
+        raise NotRecordedError(f"--output {output}: is {kind} now, so the record was not written there; it is in "
                          f"{run_dir / 'record.json'}")
     write_record(output, record)
     print(f"record: {output}   logs: {run_dir}/")
@@ -180,9 +185,11 @@ def _add_detect(sub) -> None:
 
 
 def cmd_detect(ns: argparse.Namespace) -> int:
+    from harness.exitcodes import EXIT_USAGE_ERROR
     from harness.profile.match import cli_detect
 
-    return cli_detect(ns.hardware, ns.thresholds_dir)
+    # cli_detect says 1 for hardware it cannot describe or match: the one table's usage error.
+    return EXIT_USAGE_ERROR if cli_detect(ns.hardware, ns.thresholds_dir) == 1 else 0
 
 
 def _add_thresholds(sub) -> None:
@@ -193,9 +200,12 @@ def _add_thresholds(sub) -> None:
 
 
 def cmd_thresholds(ns: argparse.Namespace) -> int:
+    from harness.exitcodes import EXIT_USAGE_ERROR
     from harness.profile.load import cli_check
 
-    return cli_check(ns.files)
+    # cli_check: 1 when a file is invalid (a finding, as FAIL), 2 when none was found (a usage error).
+    code = cli_check(ns.files)
+    return EXIT_USAGE_ERROR if code == 2 else code
 
 
 def _add_report(sub) -> None:
@@ -255,6 +265,17 @@ COMMANDS = {"run": cmd_run, "detect": cmd_detect, "thresholds": cmd_thresholds, 
             "fleet": cmd_fleet, "history": cmd_fleet, "selftest": cmd_selftest}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own mistakes (an unknown option, a missing value) exit with the usage code, as
+    every other mistake does (argparse alone exits 2, the suite's code for an interruption)."""
+
+    def error(self, message: str) -> NoReturn:
+        from harness.exitcodes import EXIT_USAGE_ERROR
+
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from harness import __version__
     from harness.tools.batchsize.options import add_find_max_bs_parser
@@ -264,9 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.fleet.cli import add_fleet_parser, add_history_parser
     from harness.selftest.cli import add_selftest_parser
 
-    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    parser = _Parser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub)
     _add_detect(sub)
     _add_thresholds(sub)
@@ -283,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    from harness.exitcodes import EXIT_INTERRUPTED, EXIT_NOT_RECORDED, EXIT_USAGE_ERROR
     from harness.launch.supervise import stop_on_sigterm
 
     # find-max-bs probes and benchmark launches run in sessions of their own: SIGTERM must reach them.
@@ -291,10 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[ns.command](ns)
     except UsageError as exc:
         print(f"harness {ns.command}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
+    except NotRecordedError as exc:
+        print(f"harness {ns.command}: could not record: {exc}", file=sys.stderr)
+        return EXIT_NOT_RECORDED
     except KeyboardInterrupt:
         print(f"harness {ns.command}: interrupted; every process it started has been stopped", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

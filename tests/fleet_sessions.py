@@ -40,6 +40,10 @@ class NodePlan:
     """GPU ``slow_gpu`` computes this fraction slower than the node's others."""
     started_at: str = "2026-11-20T10:00:00+00:00"
     seed: int = 0
+    scope: str | None = "full"
+    """The session verdict's scope; None: write no session verdict (an older harness)."""
+    level: str = "standard"
+    cpu_self_check: bool = False
 
 
 def uuid_of(node: str, index: int) -> str:
@@ -135,6 +139,13 @@ def write_node(root: Path, plan: NodePlan) -> Path:
     run_dir = root / run_id(plan)
     (run_dir / "runs").mkdir(parents=True, exist_ok=True)
     session = {**summary, "results": results, "exitstatus": 1 if failed else 0, "interrupted": False}
+    if plan.scope is not None:
+        verdict = "FAIL" if failed else "PASS"
+        session["session_verdict"] = {
+            "verdict": verdict, "scope": plan.scope, "exit_code": int(failed),
+            "headline": f"{verdict} — {plan.scope}", "level": plan.level, "cpu_self_check": plan.cpu_self_check,
+            "sign_off": (verdict == "PASS" and plan.scope == "full" and plan.level != "quick"
+                         and not plan.cpu_self_check)}
     report = {"created": 0, "duration": 300.0, "exitcode": 1 if failed else 0, "root": "acceptance",
               "environment": {}, "summary": {"collected": len(tests)}, "tests": tests, "harness": summary}
     (run_dir / "session.json").write_text(json.dumps(session, indent=1))

@@ -272,19 +272,19 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def test_cli_on_cpu_without_max_is_a_usage_error(capsys):
-    assert cli_find_max_bs(_parse("--model", "tiny_bert", "--precision", "bf16", "--device", "cpu")) == 2
+    assert cli_find_max_bs(_parse("--model", "tiny_bert", "--precision", "bf16", "--device", "cpu")) == 4
     assert "pass --max N" in capsys.readouterr().err
 
 
 def test_cli_names_the_known_models_for_an_unknown_one(capsys):
     assert cli_find_max_bs(_parse("--model", "resnet5", "--precision", "bf16", "--device", "cpu",
-                                            "--max", "8")) == 2
+                                            "--max", "8")) == 4
     assert "--model resnet5: unknown; known models: resnet50" in capsys.readouterr().err
 
 
 def test_cli_rejects_a_fraction_outside_0_1(capsys):
     ns = _parse("--model", "tiny_bert", "--precision", "bf16", "--device", "cuda", "--memory-fraction", "90")
-    assert cli_find_max_bs(ns) == 2
+    assert cli_find_max_bs(ns) == 4
     assert "a fraction in (0, 1]" in capsys.readouterr().err
 
 
@@ -327,7 +327,7 @@ def test_sigterm_to_find_max_bs_stops_its_probe_process(tmp_path):
     assert list(log_dir.glob("probe-*.log")), "no probe started within 60 s"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "interrupted; every process it started has been stopped" in err
+    assert proc.returncode == 2 and "interrupted; every process it started has been stopped" in err
 
     def probes_left():
         left = []

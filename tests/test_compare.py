@@ -150,7 +150,7 @@ def test_a_directory_with_only_session_json_is_read_from_it(two_runs, tmp_path):
 def test_a_missing_directory_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(CompareError, match="no such file or directory"):
         load_run_set(tmp_path / "nope")
-    assert cli_compare(tmp_path / "nope", tmp_path) == 2
+    assert cli_compare(tmp_path / "nope", tmp_path) == 4
     assert "harness compare:" in capsys.readouterr().err
 
 
@@ -283,7 +283,7 @@ def test_results_without_a_readable_case_id_take_the_case_from_their_record(two_
 
 
 def _refused(capsys, a: Path, b: Path) -> str:
-    assert cli_compare(a, b) == 2
+    assert cli_compare(a, b) == 4
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("harness compare: ") and err.count("\n") == 1, err
     return err.strip()
@@ -367,3 +367,33 @@ def test_a_pipe_is_neither_a_run_directory_nor_a_file(tmp_path, capsys):
     os.mkfifo(fifo)
     assert _refused(capsys, fifo, tmp_path) == (f"harness compare: {fifo}: neither a run directory nor a JSON file "
                                                 "(a pipe or a device?); give a run directory such as reports/<run-id>/")
+
+
+def test_efficiency_is_the_checks_own_figure_not_a_baseline_rebuilt_from_every_one_gpu_record(tmp_path):
+    # The session judged the 2-GPU case against its own baseline (1.222 weak, 0.662 strong: the
+    # figures the terminal and the report printed). Rebuilding a baseline from every 1-GPU record of
+    # the batch (the strong one at batch 8 included) gave other numbers: two answers for one figure.
+    records = [make_record(gpus=1, per_gpu=100.0, batch=4, run_id="w1"),
+               make_record(gpus=1, per_gpu=60.0, batch=4, run_id="w1b"),
+               make_record(gpus=2, per_gpu=97.8, batch=4, run_id="w2"),
+               make_record(gpus=1, per_gpu=100.0, batch=8, run_id="s1"),
+               make_record(gpus=2, per_gpu=40.0, scaling="strong", batch=8, run_id="s2")]
+    run = write_run_dir(tmp_path / "r", records, verdicts={})
+    session = json.loads((run / "session.json").read_text())
+    for key, run_id, value in (("weak_efficiency", "w2", 1.222), ("strong_efficiency", "s2", 0.662)):
+        result = session["results"][f"test_scaling.py::test_weak_scaling[{run_id}]"]
+        result["checks"].append({"key": key, "name": key.replace("_", " "), "measured": value, "bound": 0.5,
+                                 "passed": True})
+    (run / "session.json").write_text(json.dumps(session))
+    summaries = {case.key: s for case, s in summarize(load_run_set(run)).items()}
+    weak, strong = summaries["tiny_bert-bf16-weak-2gpu"], summaries["tiny_bert-bf16-strong-2gpu"]
+    assert (weak.efficiency, weak.efficiency_recomputed) == (1.222, False)
+    assert (strong.efficiency, strong.efficiency_recomputed) == (0.662, False)
+    text = format_comparison(compare(load_run_set(run), load_run_set(run)))
+    assert " 1.222  1.222 " in text and "r = efficiency recomputed" not in text
+
+
+def test_records_without_a_judged_check_have_their_efficiency_recomputed_and_marked(two_runs):
+    a, b = two_runs
+    text = format_comparison(compare(load_run_set(a), load_run_set(b)))
+    assert "0.900r" in text and "r = efficiency recomputed from the run records" in text

@@ -1,7 +1,5 @@
-"""The report's GPU x check table and peer heatmap, and the Slurm node-check script."""
+"""The report's GPU x check table and peer heatmap (the Slurm node-check script: test_node_check.py)."""
 
-import os
-import subprocess
 from pathlib import Path
 
 from harness.report.outcomes import SessionTest
@@ -59,30 +57,35 @@ def test_heatmap_draws_every_pair_and_outlines_the_slowest():
     assert peer_heatmap(TESTS[:2]) is None
 
 
-def node_check(tmp_path, exit_code):
-    """Run slurm/node-check.sh with a stub Python exiting ``exit_code`` and a stub scontrol; its calls."""
-    calls = tmp_path / "calls"
-    for name, body in (("python", f'echo "$@" >> {calls}.python\nexit {exit_code}'),
-                       ("scontrol", f'echo "$@" >> {calls}.scontrol')):
-        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
-        (tmp_path / name).chmod(0o755)
-    env = {**os.environ, "HARNESS_PYTHON": str(tmp_path / "python"), "HARNESS_SCONTROL": str(tmp_path / "scontrol"),
-           "HARNESS_REPORT_DIR": str(tmp_path / "reports"), "SLURMD_NODENAME": "gpu07", "SLURM_JOB_ID": "42"}
-    done = subprocess.run(["bash", str(ROOT / "slurm" / "node-check.sh")], env=env, capture_output=True, text=True,
-                          timeout=30)
-    scontrol = Path(f"{calls}.scontrol")
-    return done.returncode, Path(f"{calls}.python").read_text(), scontrol.read_text() if scontrol.exists() else ""
+def test_each_cell_shows_measured_over_bound_and_the_slow_gpu_is_the_row_marked_lowest():
+    def gemm(index, tflops):
+        return result_of(f"test_components.py::test_gemm[gpu{index}]",
+                         [{"key": "gemm_bf16", "passed": tflops >= 600, "measured": tflops, "bound": 600.0,
+                           "unit": "TFLOP/s", "comparison": ">="},
+                          {"key": "hbm_copy", "passed": True, "measured": 4000.0 - 100 * (index == 2),
+                           "bound": 3200.0, "unit": "GB/s", "comparison": ">="}], gpu={"index": index})
+    header = {"hardware": {"gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in range(4)]}}
+    table = build_gpu_table(header, [gemm(0, 700.0), gemm(1, 702.0), gemm(2, 640.0), gemm(3, 699.0)])
+    slow = table["rows"][2]
+    assert [c["ratio"] for c in slow["cells"]] == ["1.07 × bound", "1.22 × bound"]
+    assert [c["lowest"] for c in slow["cells"]] == [True, True] and slow["lowest"] == 2
+    assert all(row["lowest"] == 0 for index, row in enumerate(table["rows"]) if index != 2)
+    upper = {"key": "xid_events", "passed": True, "measured": 2.0, "bound": 4.0, "comparison": "<="}
+    assert build_gpu_table(header, [SessionTest(nodeid="t::test_gpu_state[gpu0]", outcome="passed", harness={
+        "checks": [upper], "gpu_state": {"index": 0}})])["rows"][0]["cells"][0]["ratio"] == "2.00 × bound"
 
 
-def test_node_check_passes_quietly_and_drains_on_fail(tmp_path):
-    status, python, scontrol = node_check(tmp_path, 0)
-    assert status == 0 and scontrol == ""
-    assert "-m pytest acceptance --harness-level quick" in python
-    status, _, scontrol = node_check(tmp_path, 1)
-    assert status == 1
-    assert scontrol.startswith("update nodename=gpu07 state=drain reason=gpu-acceptance quick: FAIL; report ")
-    _, _, scontrol = node_check(tmp_path, 4)
-    assert "could not start" in scontrol.splitlines()[-1]
+def test_the_gpu_grid_shows_topology_without_a_peer_test_and_names_a_pair_without_p2p():
+    topology = {"gpus": [{"index": 0, "nvlinks_active": 18}, {"index": 1, "nvlinks_active": 18},
+                         {"index": 2, "nvlinks_active": 0}],
+                "p2p_read": {"0-1": "ok", "0-2": "ioh topology not supported", "1-2": "ok"}}
+    svg = str(peer_heatmap([SessionTest(nodeid="test_interconnect.py::test_topology", outcome="passed",
+                                        harness={"checks": [], "topology": topology})]))
+    assert "GPU 0 -> GPU 2: P2P ioh topology not supported" in svg and "GPU 1 -> GPU 0: P2P ok" in svg
+    assert "18 NVLinks" in svg and "0 NVLinks" in svg and svg.count(">no P2P<") == 2
+    both = str(peer_heatmap([*TESTS, SessionTest(nodeid="t::test_topology", outcome="passed",
+                                                 harness={"topology": {"p2p_read": {"0-1": "ok"}}})]))
+    assert "GPU 0 -> GPU 1: 390 GB/s · P2P ok" in both
 
 
 def test_the_page_shows_the_gpu_table_and_the_heatmap(tmp_path):
@@ -100,4 +103,4 @@ def test_the_page_shows_the_gpu_table_and_the_heatmap(tmp_path):
     (run / "session.json").write_text(json.dumps(session))
     html = build_report(run)
     assert '<section id="gpus">' in html and "GEMM bf16" in html and "GPU-bbb" in html
-    assert "GPU-to-GPU copy bandwidth" in html and "<svg" in html
+    assert "GPU × GPU: peer bandwidth and topology" in html and "<svg" in html

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 CONTAINERFILE = REPO / "Containerfile"
 DEFINITION = REPO / "apptainer.def"
 BUILD = REPO / ".ci" / "container-build.sh"
-IMAGE_COPIES = {"pyproject.toml", "README.md", "harness", "acceptance", "thresholds"}
+IMAGE_COPIES = {"pyproject.toml", "README.md", "harness", "acceptance", "thresholds", "constraints"}
 
 
 def require(condition: bool, message: str) -> None:
@@ -72,7 +72,16 @@ def pip_installs(lines: list[str]) -> list[list[str]]:
 
 
 def requirements(command: list[str]) -> set[str]:
-    return {word.replace(" ", "") for word in command[4:] if not word.startswith("-") and word != "."}
+    words = command[4:]
+    return {word.replace(" ", "") for before, word in zip(["", *words], words, strict=False)
+            if not word.startswith("-") and word != "." and before not in ("-c", "--constraint")}
+
+
+def constraints_of(command: list[str]) -> Path | None:
+    """The constraints file a pip command installs with (``-c FILE``), as a path in this checkout."""
+    if "-c" not in command:
+        return None
+    return REPO / Path(command[command.index("-c") + 1]).relative_to("/opt/harness")
 
 
 def pyproject_dependencies() -> set[str]:
@@ -98,6 +107,13 @@ def test_containerfile_installs_pyprojects_dependencies_but_never_torch():
     torch = {d for d in pyproject_dependencies() if re.match(r"(torch|torchvision)\b", d)}
     assert torch, "pyproject.toml lists torch and torchvision"
     assert requirements(deps) == pyproject_dependencies() - torch
+    pins = constraints_of(deps)
+    assert pins is not None and pins.is_file(), "the image's pip installs are pinned from constraints/"
+    pinned = {re.split(r"[=<>;]", line)[0].strip().lower() for line in pins.read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    named = {re.split(r"[=<>;]", requirement)[0].lower() for requirement in requirements(deps)}
+    assert named <= pinned and not pinned & {"torch", "torchvision"}
+    assert all("==" in line for line in pins.read_text().splitlines() if line.strip() and not line.startswith("#"))
     assert harness[-2:] == ["--no-deps", "."]  # the base image's torch stays as it was built
 
 
@@ -202,3 +218,12 @@ def test_cpu_acceptance_inside_the_built_image(image, tmp_path):
     missed = [c for r in results for c in r.get("checks", []) if c["passed"] is False]
     assert done.returncode == (1 if missed else 0), done.stdout[-3000:]
     assert all(c["kind"] in ("performance", "health") for c in missed), missed
+
+
+def test_the_github_example_reads_only_pins_actions_by_sha_and_keeps_no_credentials():
+    workflow = (REPO / "docs" / "ci" / "github-actions.yml").read_text()
+    assert re.search(r"^permissions:\n  contents: read\n", workflow, re.MULTILINE)
+    uses = re.findall(r"^\s*(?:- )?uses: (\S+)", workflow, re.MULTILINE)
+    assert uses and all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", action) for action in uses), uses
+    checkout = workflow[workflow.index("actions/checkout@"):]
+    assert re.match(r"actions/checkout@\w+  # v[\d.]+\n\s+with:\n\s+persist-credentials: false", checkout)

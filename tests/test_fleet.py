@@ -95,7 +95,7 @@ def test_an_expected_node_without_a_session_makes_the_fleet_incomplete(tmp_path,
     for plan in fleet_plans(3, outlier="none", failing="none"):
         write_node(tmp_path, plan)
     code, out, _ = run_fleet(capsys, tmp_path, "--expect-nodes", "gpu-node[01-04]", "--output", tmp_path / "out")
-    assert code == 1 and out.startswith("INCOMPLETE: 3 nodes")
+    assert code == 6 and out.startswith("INCOMPLETE: 3 nodes")
     assert "1 expected node has no session: gpu-node04" in out
 
 
@@ -147,7 +147,7 @@ def test_a_cut_short_session_json_without_report_json_is_a_problem_naming_the_fi
         write_node(tmp_path / "reports", plan)
     code, out, _ = run_fleet(capsys, tmp_path / "reports", "--output", tmp_path / "out")
     view = json.loads((tmp_path / "out" / "fleet.json").read_text())
-    assert code == 1 and view["verdict"] == "INCOMPLETE"
+    assert code == 6 and view["verdict"] == "INCOMPLETE"
     assert "1 input could not be read (listed below)" in view["reasons"]
     assert str(broken) in view["problems"][0] and "is not valid JSON" in view["problems"][0]
 
@@ -191,10 +191,10 @@ def test_a_check_is_known_by_its_key_and_without_one_by_its_name(fleet_root, tmp
     (("{root}", "--min-deviation", "2"), "min_relative must be a fraction"),
     (("--store", "{tmp}/none.sqlite"), "no history store at"),
 ])
-def test_bad_input_is_one_line_and_exit_status_2(fleet_root, tmp_path, capsys, args, says):
+def test_bad_input_is_one_line_and_exit_status_4(fleet_root, tmp_path, capsys, args, says):
     args = [a.format(tmp=tmp_path, root=fleet_root) for a in args]
     code, out, err = run_fleet(capsys, *args, "--output", tmp_path / "out")
-    assert code == 2 and out == ""
+    assert code == 4 and out == ""
     assert err.startswith("harness fleet: ") and says in err and err.count("\n") == 1
 
 
@@ -210,13 +210,16 @@ def test_the_fleet_reads_the_store_as_well_as_report_directories(fleet_root, tmp
     assert out.startswith("INCOMPLETE: 0 nodes")
 
 
+FULL_SIGN_OFF = {"scope": "full", "level": "standard", "sign_off": True, "cpu_self_check": False}
+
+
 def _clock_session(node: str, clock_mhz: float) -> SessionFacts:
     """A node whose one figure is a quantised SM clock: most nodes report the very same value."""
     check = CheckFact(test="test_gpu_state.py::test_gpu_state[gpu0]", case_key="gpu-state-gpu0", key="clocks",
                       name="SM clock", kind="health", measured=clock_mhz, bound=1755.0, unit="MHz",
                       comparison=">=", passed=clock_mhz >= 1755.0)
     return SessionFacts(run_id=f"20261124-{node}", node=node, verdict="PASS", profile_name="h200",
-                        finished_at="2026-11-24T06:00:00+00:00", checks=(check,))
+                        finished_at="2026-11-24T06:00:00+00:00", checks=(check,), **FULL_SIGN_OFF)
 
 
 def test_a_fleet_of_identical_values_and_one_capped_node_has_finite_scores_everywhere():
@@ -283,7 +286,8 @@ def test_the_prometheus_text_reads_back_with_the_verdict_one_hot_and_every_figur
     verdicts = {dict(labels)["verdict"]: v for (name, labels), v in samples.items()
                 if name == "harness_session_verdict"}
     assert verdicts == {"PASS": 0, "FAIL": 1, "INCOMPLETE": 0}
-    figures = [(dict(labels), v) for (name, labels), v in samples.items() if name == "harness_gpu_figure"]
+    figures = [(dict(labels), v) for (name, labels), v in samples.items()
+               if name == "harness_gpu_figure_images_per_second"]
     compute = [(labels, v) for labels, v in figures if labels["figure"] == "compute_throughput"]
     assert len(compute) == 8
     assert {labels["uuid"] for labels, _ in compute} == {uuid_of("gpu-node05", i) for i in range(8)}
@@ -293,6 +297,38 @@ def test_the_prometheus_text_reads_back_with_the_verdict_one_hot_and_every_figur
     assert passed[key["per-GPU throughput"]] == 0 and passed[key["weak-scaling efficiency"]] == 1
     checks = {dict(labels)["result"]: v for (name, labels), v in samples.items() if name == "harness_session_checks"}
     assert checks["failed"] == len(session.failed_checks) == 2
+
+
+def test_each_prometheus_metric_has_one_unit_and_the_ratio_to_the_bound_is_unitless(fleet_root):
+    session = read_session(next(d for d in find_run_dirs([fleet_root]) if "node05" in d.name))
+    samples = parse_exposition(prometheus.exposition(session))
+    assert not any("unit" in dict(labels) for _, labels in samples), "the unit is in the metric's name"
+    throughput = next(c for c in session.checks if c.name == "per-GPU throughput" and c.measured is not None)
+    labels = (("node", "gpu-node05"), ("case", throughput.case_key), ("check", throughput.key))
+    assert samples[("harness_check_measured_images_per_second", labels)] == pytest.approx(throughput.measured)
+    assert samples[("harness_check_bound_images_per_second", labels)] == pytest.approx(throughput.bound)
+    assert samples[("harness_check_ratio_to_bound", labels)] == pytest.approx(throughput.measured / throughput.bound)
+    assert samples[("harness_check_ratio_to_bound", labels)] < 1, "node05 runs 15 % slow"
+    assert prometheus.unit_suffix("GB/s") == "gigabytes_per_second"
+    assert prometheus.unit_suffix("frames/s") == "frames_per_second"
+
+
+@pytest.mark.parametrize(("plan", "scope", "sign_off"), [
+    ({}, {"scope": "full", "level": "standard", "cpu_self_check": "false", "sign_off": "true"}, 1),
+    ({"scope": "partial: 1 of 20 profile cases"},
+     {"scope": "partial", "level": "standard", "cpu_self_check": "false", "sign_off": "false"}, 0),
+    ({"level": "quick"}, {"scope": "full", "level": "quick", "cpu_self_check": "false", "sign_off": "false"}, 0),
+    ({"cpu_self_check": True},
+     {"scope": "full", "level": "standard", "cpu_self_check": "true", "sign_off": "false"}, 0),
+    ({"scope": None}, {"scope": "unknown", "level": "unknown", "cpu_self_check": "unknown", "sign_off": "unknown"}, 0)])
+def test_the_prometheus_verdict_carries_the_scope_so_a_partial_pass_is_no_sign_off(tmp_path, plan, scope, sign_off):
+    session = read_session(write_node(tmp_path, NodePlan(node="gpu-node01", **plan)))
+    samples = parse_exposition(prometheus.exposition(session))
+    verdicts = {dict(labels)["verdict"]: (dict(labels), v) for (name, labels), v in samples.items()
+                if name == "harness_session_verdict"}
+    labels, value = verdicts["PASS"]
+    assert value == 1 and {k: labels[k] for k in scope} == scope
+    assert samples[("harness_session_sign_off", (("node", "gpu-node01"),))] == sign_off
 
 
 def test_label_values_with_quotes_backslashes_and_newlines_round_trip(fleet_root):
@@ -313,8 +349,9 @@ def test_a_value_that_is_not_a_number_is_left_out_of_the_prometheus_text(fleet_r
                                                       "checks": (*session.checks, *odd)}))
     assert not re.search(r"NaN|Inf", text)
     samples = parse_exposition(text)
-    measured = {dict(labels)["check"] for (name, labels), _ in samples.items() if name == "harness_check_measured"}
-    bounds = {dict(labels)["check"] for (name, labels), _ in samples.items() if name == "harness_check_bound"}
+    measured = {dict(labels)["check"] for (name, labels), _ in samples.items()
+                if name == "harness_check_measured_ratio"}
+    bounds = {dict(labels)["check"] for (name, labels), _ in samples.items() if name == "harness_check_bound_ratio"}
     assert {"nan", "inf"}.isdisjoint(measured) and "bound_inf" in measured and "bound_inf" not in bounds
 
 
@@ -349,3 +386,71 @@ def test_the_store_path_is_the_option_else_the_environment_else_beside_the_repor
     assert session_end.store_path(None, "out", {}) == Path("out/history.sqlite")
     assert session_end.prometheus_dir(None, {}) is None
     assert session_end.prometheus_dir(None, {"HARNESS_PROMETHEUS_DIR": "/t"}) == Path("/t")
+
+
+# --- scope: only a full GPU session at level standard or long signs a node off ------------------
+
+
+def _scoped_fleet(tmp_path: Path, plans: list[NodePlan]) -> dict:
+    for plan in plans:
+        write_node(tmp_path, plan)
+    return build_fleet([read_session(d) for d in find_run_dirs([tmp_path])])
+
+
+NARROWER = [({"scope": "partial: 1 of 20 profile cases"}, "partial: 1 of 20 profile cases"),
+            ({"level": "quick"}, "quick health check"),
+            ({"cpu_self_check": True}, "CPU self-check"),
+            ({"scope": None}, "scope not recorded")]
+"""Sessions that are no node sign-off, whatever their verdict, and how the fleet names them."""
+
+
+@pytest.mark.parametrize(("later", "scope_text"), NARROWER)
+def test_a_later_narrower_pass_never_turns_a_failed_node_green(tmp_path, later, scope_text):
+    view = _scoped_fleet(tmp_path, [NodePlan(node="gpu-node01", speed=0.85),
+                                    NodePlan(node="gpu-node01", started_at="2026-11-21T10:00:00+00:00", **later)])
+    (node,) = view["nodes"]
+    assert (view["verdict"], node["verdict"], node["scope"]) == ("FAIL", "FAIL", "full sign-off run at level standard")
+    assert node["run_id"].startswith("20261120"), "judged on the full session, not the later narrower one"
+    assert f"later session not counted (not a full sign-off): PASS ({scope_text}" in node["reasons"][0]
+    assert [(e["verdict"], e["scope"]) for e in view["earlier"]] == [("PASS", scope_text)]
+
+
+@pytest.mark.parametrize(("only", "scope_text"), NARROWER)
+def test_a_node_with_only_a_narrower_pass_is_not_signed_off_and_says_what_it_ran(tmp_path, only, scope_text):
+    view = _scoped_fleet(tmp_path, [NodePlan(node="gpu-node01"), NodePlan(node="gpu-node02", **only)])
+    assert view["verdict"] == "INCOMPLETE"
+    assert view["reasons"] == ["1 node is incomplete: gpu-node02"]
+    node = {n["node"]: n for n in view["nodes"]}
+    assert node["gpu-node01"]["verdict"] == "PASS" and node["gpu-node01"]["sign_off"]
+    assert node["gpu-node02"]["verdict"] == "INCOMPLETE" and node["gpu-node02"]["scope"] == scope_text
+    assert node["gpu-node02"]["reasons"][0].startswith(
+        f"no full sign-off of a GPU profile: the latest session is PASS ({scope_text}, ")
+    assert scope_text in render_html(view)
+
+
+def test_a_later_narrower_fail_fails_a_signed_off_node_and_a_later_full_run_is_judged(tmp_path):
+    view = _scoped_fleet(tmp_path, [NodePlan(node="gpu-node01"),
+                                    NodePlan(node="gpu-node01", speed=0.85, level="quick",
+                                             started_at="2026-11-21T10:00:00+00:00")])
+    (node,) = view["nodes"]
+    assert node["verdict"] == "FAIL" and node["reasons"][0].startswith("failed in a later session: FAIL (quick")
+    assert node["failed_count"] >= 1, "the later session's failed checks are listed"
+    later_full = _scoped_fleet(tmp_path, [NodePlan(node="gpu-node01", started_at="2026-11-22T10:00:00+00:00")])
+    assert later_full["verdict"] == "PASS" and later_full["nodes"][0]["run_id"].startswith("20261122")
+
+
+def test_fleet_and_history_show_the_checks_own_efficiency_never_a_recomputed_one(fleet_root):
+    from harness.fleet.history import node_history
+
+    run_dirs = find_run_dirs([fleet_root])
+    recorded = {}
+    for run_dir in run_dirs:
+        results = json.loads((run_dir / "session.json").read_text())["results"].values()
+        recorded.update({run_dir.name.split("-", 2)[2].rsplit("-", 1)[0]: c["measured"] for r in results
+                         for c in r["checks"] if c.get("key") == "weak_efficiency"})
+    view = build_fleet([read_session(d) for d in run_dirs])
+    (figure,) = [f for f in view["figures"] if f["key"] == "weak_efficiency"]
+    assert {r["node"]: r["value"] for r in figure["rows"]} == recorded
+    history = node_history([read_session(d) for d in run_dirs], "gpu-node01")
+    (trend,) = [t for t in history if t.key == "weak_efficiency"]
+    assert [p.value for p in trend.points] == [recorded["gpu-node01"]]

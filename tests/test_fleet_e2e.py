@@ -86,7 +86,12 @@ def test_every_session_added_itself_to_the_store_and_wrote_its_prometheus_file(s
         samples = parse_exposition((sessions / "textfile" / node / "harness_acceptance.prom").read_text())
         latest = run_dirs(sessions, node)[-1]
         verdict = re.search(r'data-verdict="(\w+)"', (latest / "report.html").read_text())[1]
-        assert samples[("harness_session_verdict", (("node", node), ("verdict", verdict)))] == 1
+        (labels, value), = [(dict(labels), v) for (name, labels), v in samples.items()
+                            if name == "harness_session_verdict" and dict(labels)["verdict"] == verdict]
+        assert value == 1
+        # A narrowed CPU session: never a sign-off, and the labels say so for an alert rule.
+        assert (labels["scope"], labels["cpu_self_check"], labels["sign_off"]) == ("partial", "true", "false")
+        assert samples[("harness_session_sign_off", (("node", node),))] == 0
         textfile = sessions / "textfile" / node / "harness_acceptance.prom"
         assert (latest / "metrics.prom").read_text() == textfile.read_text()
 
@@ -100,9 +105,10 @@ def test_the_fleet_page_of_real_and_made_up_nodes_loads_in_chromium(sessions, tm
     assert code == 1 and out.startswith("FAIL: 9 nodes"), out
     view = json.loads((tmp_path / "out" / "fleet.json").read_text())
     verdicts = {n["node"]: n["verdict"] for n in view["nodes"]}
-    for node in NODES:  # a node's verdict on the fleet page is its own report's
+    for node in NODES:  # a narrowed CPU session signs nothing off: its FAIL stands, its PASS is no PASS
         report = (run_dirs(sessions, node)[-1] / "report.html").read_text()
-        assert verdicts[node] == re.search(r'data-verdict="(\w+)"', report)[1]
+        own = re.search(r'data-verdict="(\w+)"', report)[1]
+        assert verdicts[node] == ("FAIL" if own == "FAIL" else "INCOMPLETE")
     assert verdicts["gpu-node05"] == "FAIL" and verdicts["gpu-node04"] == "PASS"
     assert [e["node"] for e in view["earlier"]] == [NODES[0]]
     assert any(o["node"] == "gpu-node04" and o["gpu"] == "GPU 3" and o["worse"] for o in view["outliers"])
@@ -118,7 +124,8 @@ def test_the_history_of_a_node_spans_its_two_sessions(sessions, capsys):
     out = capsys.readouterr().out
     assert code in (0, 1), "drift or not, on a shared CPU: both are answers"
     assert "over 2 sessions" in out.splitlines()[0]
-    # Two points; the second is compared with the first only if the first passed (a loaded CPU may fail it).
+    # Two points; neither is a sign-off (a narrowed CPU session), so nothing is compared with anything.
+    assert "no earlier sign-off to compare against" in out.splitlines()[1]
     two_points = r"tiny_bert-fp32-weak-1gpu · per-GPU throughput · node .*\n(  \S+ +(PASS|FAIL) +cpu-node1 .*\n){2}"
     assert re.search(two_points, out + "\n"), out
     assert main(["history", "--store", str(sessions / "history.sqlite"), "--compact"]) == 0

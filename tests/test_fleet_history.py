@@ -18,8 +18,9 @@ from harness.fleet.history import drift_points, gpu_history, node_history
 DATES = ("2026-09-01", "2026-10-01", "2026-11-01")
 
 
-def facts(run_id: str, verdict: str = "PASS") -> SessionFacts:
-    return SessionFacts(run_id=run_id, node="n1", verdict=verdict, started_at=run_id)
+def facts(run_id: str, verdict: str = "PASS", **scope) -> SessionFacts:
+    scope = {"scope": "full", "level": "standard", "cpu_self_check": False, "sign_off": verdict == "PASS"} | scope
+    return SessionFacts(run_id=run_id, node="n1", verdict=verdict, started_at=run_id, **scope)
 
 
 def test_each_point_is_compared_with_the_median_of_the_earlier_sign_offs():
@@ -33,6 +34,26 @@ def test_each_point_is_compared_with_the_median_of_the_earlier_sign_offs():
 def test_a_failed_session_is_no_reference():
     series = [(facts("1"), 100.0), (facts("2", "FAIL"), 50.0), (facts("3"), 99.0)]
     assert [p.reference for p in drift_points(series, "higher", 0.03)] == [None, 100.0, 100.0]
+
+
+@pytest.mark.parametrize("scope", [{"scope": "partial: 1 of 20 profile cases"}, {"level": "quick"},
+                                   {"cpu_self_check": True}, {"scope": None}])
+def test_a_partial_quick_cpu_or_unknown_pass_is_no_reference(scope):
+    series = [(facts("1", **scope, sign_off=False), 100.0), (facts("2"), 90.0), (facts("3"), 89.0)]
+    assert [p.reference for p in drift_points(series, "higher", 0.03)] == [None, None, 90.0]
+
+
+def test_a_history_without_an_earlier_sign_off_says_so_never_no_drift(tmp_path, capsys):
+    for day in DATES[:2]:
+        write_node(tmp_path / "reports", NodePlan(node="gpu-node11", started_at=f"{day}T10:00:00+00:00",
+                                                  scope="partial: 2 of 20 profile cases"))
+    code = main(["history", "--node", "gpu-node11", str(tmp_path / "reports"), "--store", str(tmp_path / "none.sqlite"),
+                 "--html", str(tmp_path / "h.html")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[1].startswith("no earlier sign-off to compare against: no session before the latest")
+    assert "no drift" not in out.lower()
+    assert "no earlier sign-off to compare against" in (tmp_path / "h.html").read_text()
 
 
 def test_only_the_worse_side_drifts_unless_no_side_is_better():
@@ -117,7 +138,7 @@ def test_an_uncompacted_store_is_read_beside_report_directories(history_store, t
 def test_an_unknown_node_or_gpu_lists_what_the_store_knows(history_store, capsys):
     _, path = history_store
     capsys.readouterr()
-    assert main(["history", "--store", str(path), "--node", "gpu-node99"]) == 2
+    assert main(["history", "--store", str(path), "--node", "gpu-node99"]) == 4
     assert capsys.readouterr().err == ("harness history: no measured figure of node gpu-node99 in 6 sessions read; "
                                        "known: gpu-node09, gpu-node10\n")
 
@@ -127,8 +148,8 @@ def test_an_unknown_node_or_gpu_lists_what_the_store_knows(history_store, capsys
     (["--node", "x", "--store", "/no/such.sqlite"], "no history store at /no/such.sqlite"),
     (["--add", "/no/such/dir"], "/no/such/dir: no such directory"),
 ])
-def test_bad_history_input_is_one_line_and_exit_status_2(capsys, args, says):
-    assert main(["history", *args]) == 2
+def test_bad_history_input_is_one_line_and_exit_status_4(capsys, args, says):
+    assert main(["history", *args]) == 4
     err = capsys.readouterr().err
     assert err.startswith("harness history: ") and says in err
 
@@ -136,7 +157,7 @@ def test_bad_history_input_is_one_line_and_exit_status_2(capsys, args, says):
 def test_history_needs_one_of_node_gpu_add_or_compact(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["history"])
-    assert exit_info.value.code == 2
+    assert exit_info.value.code == 4, "argparse's own mistakes exit with the usage code too"
     assert "one of the arguments --node --gpu --add --compact is required" in capsys.readouterr().err
 
 

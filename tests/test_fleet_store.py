@@ -33,7 +33,7 @@ def session(node: str = "gpu-node01", run_id: str = "20261120-100000-gpu-node01-
         gpu_figures=(GpuFigure(case_key="resnet50-bf16-weak-2gpu", key="compute_throughput", name="compute",
                                host=node, rank=1, gpu_index=1, gpu_uuid="GPU-1", value=4620.0, unit="images/s",
                                direction="higher"),),
-        source="/reports/x")
+        source="/reports/x", scope="full", level="standard", sign_off=True, cpu_self_check=False)
     return replace(facts, **overrides)
 
 
@@ -49,7 +49,7 @@ def test_a_new_store_file_is_at_the_current_schema_with_every_table(tmp_path):
     path = store.write_session(tmp_path / "h.sqlite", session())
     conn = sqlite3.connect(path)
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert store.schema_version(conn) == store.SCHEMA_VERSION == 2
+    assert store.schema_version(conn) == store.SCHEMA_VERSION == 3
     assert tables == {"sessions", "gpus", "checks", "gpu_figures"}
 
 
@@ -81,6 +81,9 @@ def test_a_schema_1_store_is_read_upgraded_and_compacted_into_the_current_schema
     write_schema_1_store(path)
     old = store.load(path).sessions
     assert [(s.run_id, s.verdict, s.gpu_figures, s.verdict_reasons) for s in old] == [("run-old", "FAIL", (), ())]
+    assert (old[0].scope, old[0].sign_off, old[0].full_gpu_session) == (None, None, False), \
+        "a session stored before scope was kept is never taken for a full sign-off"
+    assert old[0].scope_text == "scope not recorded"
     assert old[0].checks[0].passed is False and old[0].gpus[0].uuid == "GPU-0"
     assert store.schema_version(sqlite3.connect(path)) == 1, "reading never writes"
     store.write_session(path, session())
@@ -90,6 +93,17 @@ def test_a_schema_1_store_is_read_upgraded_and_compacted_into_the_current_schema
     by_run = {s.run_id: s for s in store.load(path).sessions}
     assert set(by_run) == {"run-old", session().run_id}
     assert by_run[session().run_id] == session()
+
+
+@pytest.mark.parametrize("scope", [
+    {"scope": "partial: 2 of 20 profile cases", "level": "standard", "sign_off": False, "cpu_self_check": False},
+    {"scope": "full", "level": "quick", "sign_off": False, "cpu_self_check": False},
+    {"scope": "full", "level": "standard", "sign_off": False, "cpu_self_check": True}])
+def test_what_a_session_covered_comes_back_from_the_store(tmp_path, scope):
+    store.write_session(tmp_path / "h.sqlite", session(**scope))
+    (back,) = store.load(tmp_path / "h.sqlite").sessions
+    assert (back.scope, back.level, back.sign_off, back.cpu_self_check) == tuple(scope.values())
+    assert not back.full_gpu_session
 
 
 def test_a_store_newer_than_the_harness_is_refused_naming_the_file(tmp_path):

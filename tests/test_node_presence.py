@@ -225,7 +225,7 @@ def test_harness_run_on_unusable_gpus_says_why_once_and_launches_nothing(monkeyp
                         make_tree(tmp_path, devices=("nvidia0",), pci={"0000:00:06.0": H100_3D}))
     not_loaded = make_hardware(reason="nvmlInit failed: Driver Not Loaded")
     monkeypatch.setattr("harness.node.hardware.detect", lambda: not_loaded)
-    assert main(["run", "--model", "tiny_bert", "--batch-size", "2", "--output", str(tmp_path / "run.json")]) == 2
+    assert main(["run", "--model", "tiny_bert", "--batch-size", "2", "--output", str(tmp_path / "run.json")]) == 4
     errors = capsys.readouterr().err
     assert errors.count("NVIDIA hardware is present") == 1
     assert "nvmlInit failed: Driver Not Loaded" in errors and "pass --device cpu" in errors
@@ -237,7 +237,7 @@ def test_harness_run_device_cuda_without_any_gpu_is_a_usage_error(monkeypatch, t
 
     monkeypatch.setattr("harness.node.hardware.detect", lambda: make_hardware())
     assert main(["run", "--model", "tiny_bert", "--batch-size", "2", "--device", "cuda",
-                 "--output", str(tmp_path / "run.json")]) == 2
+                 "--output", str(tmp_path / "run.json")]) == 4
     assert "--device cuda: this machine has no usable GPU (nvmlInit failed" in capsys.readouterr().err
     assert no_launch == []
 

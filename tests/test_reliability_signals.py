@@ -191,7 +191,7 @@ def test_harness_run_leaves_nothing_running(tmp_path, how):
     assert outcome["running"] >= 3, outcome["output"]  # torchrun and two ranks
     assert outcome["left_15s"] == 0, outcome
     if how != "SIGKILL":
-        assert outcome["returncode"] == 130, outcome["output"]
+        assert outcome["returncode"] == 2, outcome["output"]  # interrupted: the one table's code (harness/exitcodes.py)
         assert "interrupted; every process it started has been stopped" in outcome["output"]
 
 

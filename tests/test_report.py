@@ -428,14 +428,14 @@ def test_clean_text_cuts_one_field_and_says_so():
 
 def test_cli_report_on_a_missing_directory_says_what_and_where(tmp_path: Path, capsys):
     missing = tmp_path / "nope"
-    assert cli_report(str(missing)) == 1
+    assert cli_report(str(missing)) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(missing) in err and "reports/<run-id>/" in err and "Traceback" not in err
 
 
 def test_cli_report_on_a_directory_without_run_data(tmp_path: Path, capsys):
     (tmp_path / "report.json").write_text("{not json")
-    assert cli_report(str(tmp_path)) == 1
+    assert cli_report(str(tmp_path)) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "report.json is not valid JSON" in err and "session.json missing" in err
 

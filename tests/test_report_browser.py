@@ -77,3 +77,75 @@ def test_a_page_full_of_hostile_strings_still_loads_cleanly(tmp_path: Path):
     assert errors == []
     assert "<script>alert(1)" not in dom  # not even as an element the parser built
     assert 'id="thresholds"' in dom
+
+
+# --- a phone, a desktop and a printer ---------------------------------------------------------
+
+LAYOUT_PROBE = """<!DOCTYPE html><html><body style="margin:0"><iframe id="f" style="width:%dpx;height:900px;border:0"
+srcdoc="%s"></iframe><script>document.getElementById("f").addEventListener("load", function () {
+  var w = this.contentWindow, d = this.contentDocument, wide = [];
+  function scrolled(e) { return e && e.parentElement && e.parentElement.closest(".scroll"); }
+  d.querySelectorAll("body *").forEach(function (e) {
+    if (e.getBoundingClientRect().right > w.innerWidth + 2 && !scrolled(e)) wide.push(e.tagName + "." + e.className);
+  });
+  var walk = d.createTreeWalker(d.body, NodeFilter.SHOW_TEXT), node;
+  while ((node = walk.nextNode())) {
+    var range = d.createRange(); range.selectNodeContents(node); var r = range.getBoundingClientRect();
+    if (r.width > 0 && r.right > w.innerWidth + 2 && !node.parentElement.closest(".scroll"))
+      wide.push("text: " + node.textContent.slice(0, 40));
+  }
+  var th = d.querySelector("#signoff table.kv th"), td = d.querySelector("#signoff table.kv td");
+  var out = d.createElement("pre"); out.id = "probe";
+  out.textContent = JSON.stringify({width: w.innerWidth, wide: wide.slice(0, 10),
+    th: th.getBoundingClientRect(), td: td.getBoundingClientRect()});
+  document.body.appendChild(out);
+});</script></body></html>"""
+
+
+def layout_at(report: Path, width: int) -> dict:
+    """The report laid out in a viewport ``width`` px wide (an iframe: Chromium's window is never
+    narrower than 500 px): what overflows it outside a scrolling box, and the record's first row."""
+    import html
+    import json
+    import re
+
+    probe = report.with_name(f"probe-{width}.html")
+    probe.write_text(LAYOUT_PROBE % (width, html.escape(report.read_text(), quote=True)))
+    dom, errors = load_in_chromium(probe)
+    assert errors == []
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, "the probe did not run"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_on_a_phone_the_record_stacks_and_nothing_runs_off_the_screen(built: Path):
+    layout = layout_at(built, 390)
+    assert layout["width"] == 390
+    assert layout["wide"] == [], f"wider than the phone, outside a scrolling box: {layout['wide']}"
+    th, td = layout["th"], layout["td"]
+    assert td["width"] >= 300, "the record's values squeezed (one character a line)"
+    assert td["top"] >= th["bottom"] - 1, "a record row is two lines: its label above its value"
+
+
+def test_on_a_desktop_the_record_is_label_beside_value(built: Path):
+    layout = layout_at(built, 1400)
+    th, td = layout["th"], layout["td"]
+    assert abs(td["top"] - th["top"]) < 2 and td["left"] >= th["right"] - 1
+    assert layout["wide"] == []
+
+
+def test_printed_the_summary_is_one_page_and_the_details_follow(built: Path):
+    """Page 1: the verdict with its causes, the sign-off record and the matrix; the details from page 2."""
+    from harness.report.browser import print_to_pdf
+
+    summary = built.with_name("summary-only.html")
+    summary.write_text(built.read_text().replace(
+        "</head>", "<style>@media print { .details-start, .details-start ~ *, footer { display: none !important; } }"
+                   "</style></head>"))
+    assert print_to_pdf(summary, built.with_name("summary.pdf")) == 1
+    whole = print_to_pdf(built, built.with_name("report.pdf"))
+    assert whole >= 2
+    text = built.read_text()
+    order = [text.index(marker) for marker in ('id="verdict"', 'id="signoff"', 'id="matrix"', 'class="details-start"',
+                                                'id="cases"')]
+    assert order == sorted(order)

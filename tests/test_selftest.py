@@ -428,7 +428,7 @@ def test_rows_are_checked_before_anything_runs(capsys):
     assert wanted_rows("host_sync, foreign_load") == ("host_sync", "foreign_load")
     with pytest.raises(SelftestError, match="unknown row p2p; rows: foreign_load, nccl_p2p_off"):
         wanted_rows("p2p")
-    assert cli.main(["selftest", "--rows", "p2p"]) == 2
+    assert cli.main(["selftest", "--rows", "p2p"]) == 4
     assert "harness selftest: --rows 'p2p': unknown row p2p" in capsys.readouterr().err
 
 

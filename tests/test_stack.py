@@ -38,3 +38,17 @@ def test_only_what_the_profile_records_is_compared_and_unknown_is_said():
                                                                 "this run driver unknown")
     assert compare_stack(None, hardware) is None
     assert compare_stack(MeasuredStack(source="nothing recorded"), hardware) is None
+
+
+def test_the_cpu_profiles_stack_is_the_torch_make_installs_on_a_cpu_machine():
+    """Every CPU run printed a stack mismatch: [stack] named a torch that constraints/cpu.txt does not install."""
+    import re
+    from pathlib import Path
+
+    from harness.profile.load import default_thresholds_dir, load_profile
+
+    repo = Path(__file__).resolve().parent.parent
+    pinned = re.search(r"^torch==(\S+)$", (repo / "constraints" / "cpu.txt").read_text(), re.MULTILINE)
+    stack = load_profile(default_thresholds_dir() / "cpu.toml").stack
+    assert pinned and stack is not None and stack.torch is not None
+    assert stack.torch.split("+")[0] == pinned[1], f"cpu.toml [stack] torch {stack.torch}, constraints {pinned[1]}"

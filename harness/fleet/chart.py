@@ -9,12 +9,13 @@ label is escaped here, because the result is handed to the template as markup.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
 from markupsafe import Markup, escape
 
-from harness.report.charts import AXIS, FAIL, FONT, GRID, format_tick, nice_ticks
+from harness.report.charts import AXIS, FAIL, FONT, GRID, format_tick, fraction_of, nice_ticks, padded, tick_labels
 
 DOT_COLORS = {"pass": "#4f6fad", "fail": FAIL, "worse": "#bc4c00", "better": "#8250df", "none": "#afb8c1"}
 """pass: within the bound and the fleet; fail: the check failed; worse/better: an outlier on
@@ -55,15 +56,16 @@ def strip_chart(*, title: str, dots: Sequence[Dot], median: float | None, calm_r
     """The distribution of one figure; ``calm_range`` is where a value is not an outlier. The title is
     the SVG's accessible name (the page shows it above the chart)."""
     values = [d.value for d in dots if math.isfinite(d.value)]
+    if calm_range is not None:  # median ± z × scale can overflow where the values span the floats
+        calm_range = (max(calm_range[0], -sys.float_info.max), min(calm_range[1], sys.float_info.max))
     extra = [v for v in (*bounds, *(calm_range or ()), *(() if median is None else (median,))) if math.isfinite(v)]
-    low, high = min(values + extra, default=0.0), max(values + extra, default=1.0)
-    pad = (high - low) * 0.06 or abs(high) * 0.05 or 0.5
-    ticks = nice_ticks(low - pad, high + pad, 6)
-    x_low, x_high = min([low - pad, *ticks[:1]]), max([high + pad, *ticks[-1:]])
+    low, high = padded(min(values + extra, default=0.0), max(values + extra, default=1.0), 0.06)
+    ticks = nice_ticks(low, high, 6)
+    x_low, x_high = min([low, *ticks[:1]]), max([high, *ticks[-1:]])
     left, right, top = 16, 16, 12
 
     def to_x(value: float) -> float:
-        return left + (value - x_low) / ((x_high - x_low) or 1.0) * (width - left - right)
+        return left + fraction_of(value, x_low, x_high) * (width - left - right)
 
     placed = _stacks([d for d in dots if math.isfinite(d.value)], to_x, DOT_RADIUS * 2)
     stack = max((level for _, _, level in placed), default=0) + 1
@@ -76,10 +78,10 @@ def strip_chart(*, title: str, dots: Sequence[Dot], median: float | None, calm_r
         parts.append(f'<rect x="{x1:.1f}" y="{top}" width="{max(x2 - x1, 0.5):.1f}" height="{axis_y - top:.1f}" '
                      f'fill="#ddf4ff"><title>not an outlier between {escape(format_tick(calm_range[0]))} and '
                      f'{escape(format_tick(calm_range[1]))}</title></rect>')
-    for tick in ticks:
+    for tick, label in zip(ticks, tick_labels(ticks), strict=True):
         x = to_x(tick)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{axis_y}" stroke="{GRID}"/>')
-        parts.append(_svg_text(x, axis_y + 14, format_tick(tick)))
+        parts.append(_svg_text(x, axis_y + 14, label))
     parts.append(f'<line x1="{left}" x2="{width - right}" y1="{axis_y}" y2="{axis_y}" stroke="{AXIS}"/>')
     if median is not None:
         x = to_x(median)

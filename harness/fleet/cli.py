@@ -1,8 +1,10 @@
 """``harness fleet`` and ``harness history``: argument parsing and the terminal's output.
 
-Exit status: 0 when the fleet passed (fleet) or nothing drifted (history); 1 when the page was
-written but the fleet did not pass, or a figure drifted; 2 when the input cannot be used (the
-message says what, where and what to do).
+Exit status (harness/exitcodes.py, the one table): 0 when the fleet passed (fleet) or nothing
+drifted (history); 1 when a node failed, or a figure drifted; 6 when the fleet is incomplete (a
+node incomplete or not signed off, an expected node without a session, an unreadable input); 4
+when the input cannot be used (the message says what, where and what to do); 7 when the page or the
+store could not be written.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
+from harness.exitcodes import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_NOT_RECORDED, EXIT_PASS, EXIT_USAGE_ERROR
 from harness.fleet.collect import CollectError, find_run_dirs, read_session
 from harness.fleet.facts import SessionFacts
 from harness.fleet.history import DRIFT_THRESHOLD, format_trends, gpu_history, node_history, trends_to_dict
@@ -27,7 +30,11 @@ from harness.launch.slurm import expand_hostlist
 
 
 class InputError(Exception):
-    """Input that cannot be used: printed as one line, exit status 2."""
+    """Input that cannot be used: printed as one line, exit status 4."""
+
+
+class NotWrittenError(Exception):
+    """An output or the store could not be written: printed as one line, exit status 7."""
 
 
 FLEET_HELP = "one page for many nodes: verdict per node, failing checks, outliers against the fleet median"
@@ -126,7 +133,8 @@ def run_fleet(ns: argparse.Namespace) -> int:
     try:
         written = write_outputs(view, ns.output)
     except OSError as exc:
-        raise InputError(f"cannot write {ns.output}: {exc.strerror or exc}; pass a writable --output DIR") from None
+        raise NotWrittenError(f"cannot write {ns.output}: {exc.strerror or exc}; "
+                              "pass a writable --output DIR") from None
     counts = view["counts"]
     print(f"{view['verdict']}: {view['node_count']} nodes ({counts['PASS']} passed, {counts['FAIL']} failed, "
           f"{counts['INCOMPLETE']} incomplete), {len(view['outliers'])} outliers "
@@ -136,7 +144,7 @@ def run_fleet(ns: argparse.Namespace) -> int:
     if len(view["outliers"]) > 10:
         print(f"  ... {len(view['outliers']) - 10} more outliers on the page")
     print(written["fleet.html"])
-    return 0 if view["verdict"] == "PASS" else 1
+    return {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL}.get(view["verdict"], EXIT_INCOMPLETE)
 
 
 def run_history(ns: argparse.Namespace) -> int:
@@ -168,15 +176,15 @@ def run_history(ns: argparse.Namespace) -> int:
         if ns.html is not None:
             write_text_atomic(ns.html, render_history_html(subject, trends, ns.drift))
     except OSError as exc:
-        raise InputError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
-    return 1 if any(t.drifted for t in trends) else 0
+        raise NotWrittenError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
+    return EXIT_FAIL if any(t.drifted for t in trends) else EXIT_PASS
 
 
 def _compact(store: Path) -> int:
     try:
         result = compact(store)
     except StoreError as exc:
-        raise InputError(str(exc)) from None
+        raise NotWrittenError(str(exc)) from None
     print(f"{store}: {len(result.folded)} session files folded in, {result.added} new sessions")
     for problem in result.problems:
         print(f"  kept, unreadable: {problem}")
@@ -189,10 +197,10 @@ def _add(store: Path, run_dirs: list[Path]) -> int:
         try:
             print(write_session(store, session))
         except StoreError as exc:
-            raise InputError(str(exc)) from None
+            raise NotWrittenError(str(exc)) from None
     for problem in problems:
         print(f"harness history: not added: {problem}", file=sys.stderr)
-    return 2 if problems else 0
+    return EXIT_USAGE_ERROR if problems else EXIT_PASS
 
 
 def main(command: str, ns: argparse.Namespace) -> int:
@@ -200,4 +208,7 @@ def main(command: str, ns: argparse.Namespace) -> int:
         return run_fleet(ns) if command == "fleet" else run_history(ns)
     except InputError as exc:
         print(f"harness {command}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
+    except NotWrittenError as exc:
+        print(f"harness {command}: could not record: {exc}", file=sys.stderr)
+        return EXIT_NOT_RECORDED

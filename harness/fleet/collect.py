@@ -18,7 +18,7 @@ from harness.cases import CaseId
 from harness.fleet.facts import CheckFact, Direction, GpuFact, GpuFigure, SessionFacts
 from harness.report.inputs import KEY_CHARS, ReportError, clean_text, load_inputs
 from harness.report.outcomes import SessionTest, collect_tests
-from harness.report.sections.verdict import build_verdict
+from harness.report.sections.verdict import build_verdict, recorded_verdict
 from harness.node.nvml import METRICS_BY_KEY
 
 TELEMETRY_FIGURES: dict[str, Direction] = {"util_pct": "higher", "power_w": "either", "temperature_c": "lower",
@@ -128,7 +128,16 @@ def read_session(run_dir: Path) -> SessionFacts:
         git_commit=_text(header.get("git_commit")), container=_container(header.get("container")),
         slurm_job_id=_text(_dict(header.get("slurm")).get("job_id")),
         gpus=tuple(gpu for gpu in (_gpu(_dict(g)) for g in _list(hardware.get("gpus"))) if gpu is not None),
-        checks=tuple(checks), gpu_figures=tuple(figures), source=str(run_dir))
+        checks=tuple(checks), gpu_figures=tuple(figures), source=str(run_dir), **scope_facts(recorded_verdict(inputs)))
+
+
+def scope_facts(recorded: dict | None) -> dict[str, Any]:
+    """What the session's own verdict says it covered (scope, level, sign-off, CPU self-check); each
+    None where it is not recorded (an older harness, a session killed before its end)."""
+    recorded = recorded or {}
+    flags = {key: recorded.get(key) if isinstance(recorded.get(key), bool) else None
+             for key in ("sign_off", "cpu_self_check")}
+    return {"scope": _text(recorded.get("scope")), "level": _text(recorded.get("level")), **flags}
 
 
 def _case_key(test: SessionTest) -> str:

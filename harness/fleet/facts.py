@@ -12,6 +12,8 @@ from typing import Literal
 
 Verdict = Literal["PASS", "FAIL", "INCOMPLETE"]
 VERDICTS: tuple[Verdict, ...] = ("PASS", "FAIL", "INCOMPLETE")
+FULL_LEVELS = ("standard", "long")
+"""Run levels that cover the DDP matrix: a node is signed off only by a full session at one of them."""
 Direction = Literal["higher", "lower", "either"]
 """Which way a figure is better: a throughput higher, a step-time CV lower; "either" when no
 bound says (a power draw)."""
@@ -117,6 +119,14 @@ class SessionFacts:
     gpu_figures: tuple[GpuFigure, ...] = ()
     source: str = ""
     """Where these facts were read: a report directory or a store file."""
+    scope: str | None = None
+    """The session verdict's scope (``full``, ``partial: N of M profile cases``); None: not recorded."""
+    level: str | None = None
+    """The run level (quick, standard, long); None: not recorded."""
+    sign_off: bool | None = None
+    """The session's own word: a PASS over the full scope of a GPU profile (not quick); None: not recorded."""
+    cpu_self_check: bool | None = None
+    """The cpu profile: a harness self-check, never a GPU sign-off; None: not recorded."""
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -127,6 +137,25 @@ class SessionFacts:
     def when(self) -> str:
         """Sort key in time: ISO times sort as text; the run id starts with the start time too."""
         return self.finished_at or self.started_at or self.run_id
+
+    @property
+    def full_gpu_session(self) -> bool:
+        """A session that covered the whole profile of a GPU node at level standard or long: the only
+        kind a node is judged on (whatever its verdict). Unknown scope counts as not full."""
+        return self.scope == "full" and self.cpu_self_check is False and self.level in FULL_LEVELS
+
+    @property
+    def scope_text(self) -> str:
+        """What the session covered, in words: ``full sign-off run``, ``partial: 2 of 20 profile cases``, …"""
+        if self.scope is None or self.level is None or self.cpu_self_check is None:
+            return "scope not recorded"
+        if self.cpu_self_check:
+            return f"CPU self-check ({self.scope})" if self.scope != "full" else "CPU self-check"
+        if self.scope != "full":
+            return self.scope
+        if self.level not in FULL_LEVELS:
+            return f"{self.level} health check"
+        return f"full sign-off run at level {self.level}"
 
     @property
     def failed_checks(self) -> tuple[CheckFact, ...]:

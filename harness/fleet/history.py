@@ -2,10 +2,12 @@
 
 A GPU is followed by its UUID, so its history goes with it when it moves to another node. A
 point has drifted when it lies at least ``threshold`` (3 %) from the median of every earlier
-session of the same figure that signed the node off (verdict PASS), on the figure's worse side
-(either side for a figure with no better side). The median keeps one odd earlier session from
-moving the reference; a failed session is no reference, so a GPU that got slower and failed is
-not measured against its own failure.
+session of the same figure that signed the node off (``sign_off``: a PASS over the full scope of
+a GPU profile, not quick), on the figure's worse side (either side for a figure with no better
+side). The median keeps one odd earlier session from moving the reference; a failed, partial,
+quick or CPU session is no reference, so a GPU that got slower and failed is not measured against
+its own failure. Without an earlier sign-off there is nothing to drift from, and the history says
+so ("no earlier sign-off to compare against"), never "no drift".
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class Point:
     verdict: str
     value: float
     reference: float | None
-    """The median of this figure over the earlier sessions that passed; None before the first."""
+    """The median of this figure over the earlier sign-offs; None before the first."""
     drift: float | None
     """(value - reference) / |reference|."""
     flagged: bool
@@ -51,15 +53,20 @@ class Trend:
         return bool(self.points) and self.points[-1].flagged
 
     @property
+    def compared(self) -> bool:
+        """Whether the latest point had an earlier sign-off to compare against."""
+        return bool(self.points) and self.points[-1].reference is not None
+
+    @property
     def title(self) -> str:
         return f"{self.case_key} · {self.name} · {self.where}"
 
 
 def drift_points(series: list[tuple[SessionFacts, float]], direction: Direction, threshold: float) -> list[Point]:
-    """Each value against the median of the values of the earlier sessions that passed."""
+    """Each value against the median of the values of the earlier sign-offs."""
     points = []
     for position, (session, value) in enumerate(series):
-        earlier = [v for s, v in series[:position] if s.verdict == "PASS"]
+        earlier = [v for s, v in series[:position] if s.sign_off is True and s.verdict == "PASS"]
         reference = statistics.median(earlier) if earlier else None
         drift = (value - reference) / abs(reference) if reference else None
         flagged = False
@@ -142,22 +149,36 @@ def _better(direction: Direction) -> str:
     return {"higher": "higher is better", "lower": "lower is better", "either": "no side is better"}[direction]
 
 
+NO_REFERENCE = "no earlier sign-off to compare against"
+
+
+def history_summary(trends: list[Trend], threshold: float) -> str:
+    """The one line over a history: drift, no drift, or nothing to compare with."""
+    drifted = [t for t in trends if t.drifted]
+    uncompared = [t for t in trends if not t.compared]
+    if drifted:
+        return (f"DRIFT: {len(drifted)} figure{'s' if len(drifted) != 1 else ''} at least {threshold * 100:g} % "
+                "worse than the median of earlier sign-offs (listed first)")
+    if len(uncompared) == len(trends):
+        return (f"{NO_REFERENCE}: no session before the latest signed the node off (a PASS over the full scope "
+                "of a GPU profile), so drift cannot be judged")
+    text = f"no drift: no latest value is {threshold * 100:g} % worse than the median of earlier sign-offs"
+    if uncompared:
+        text += f"; {len(uncompared)} figure{'s have' if len(uncompared) != 1 else ' has'} {NO_REFERENCE}"
+    return text
+
+
 def format_trends(subject: str, trends: list[Trend], threshold: float) -> str:
     """The terminal's view: drifted figures first, one line per session."""
-    drifted = [t for t in trends if t.drifted]
     sessions = {p.run_id for t in trends for p in t.points}
     lines = [f"history of {subject}: {len(trends)} figure{'s' if len(trends) != 1 else ''} over "
              f"{len(sessions)} session{'s' if len(sessions) != 1 else ''}"]
-    if drifted:
-        lines.append(f"DRIFT: {len(drifted)} figure{'s' if len(drifted) != 1 else ''} at least "
-                     f"{threshold * 100:g} % worse than the median of earlier sign-offs (listed first)")
-    else:
-        lines.append(f"no drift: no latest value is {threshold * 100:g} % worse than the median of earlier sign-offs")
+    lines.append(history_summary(trends, threshold))
     for trend in trends:
         unit = f"{trend.unit}, " if trend.unit else ""
         lines += ["", f"{trend.title} ({unit}{_better(trend.direction)})"]
         for point in trend.points:
-            change = ("" if point.drift is None or point.reference is None else
+            change = (NO_REFERENCE if point.reference is None else "" if point.drift is None else
                       f"{point.drift * 100:+6.1f} % vs {_value(point.reference)}")
             mark = "  DRIFT" if point.flagged else ""
             lines.append(f"  {point.when[:19]:19s}  {point.verdict:10s} {point.node:16s} {_value(point.value):>12s}"
@@ -172,6 +193,7 @@ def trends_to_dict(subject: str, trends: list[Trend], threshold: float) -> dict:
                 "flagged": p.flagged}
 
     return {"subject": subject, "drift_threshold": threshold, "drifted": sum(t.drifted for t in trends),
+            "summary": history_summary(trends, threshold), "compared": sum(t.compared for t in trends),
             "trends": [{"profile": t.profile, "case_key": t.case_key, "key": t.key, "name": t.name, "unit": t.unit,
-                        "direction": t.direction, "where": t.where, "drifted": t.drifted,
+                        "direction": t.direction, "where": t.where, "drifted": t.drifted, "compared": t.compared,
                         "points": [point(p) for p in t.points]} for t in trends]}

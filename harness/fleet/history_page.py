@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from harness.fleet.history import Trend
+from harness.fleet.history import NO_REFERENCE, Trend, history_summary
 from harness.fleet.page import render_template
 from harness.report.charts import Series, line_chart
 
@@ -26,10 +26,12 @@ def _chart(trend: Trend):
 def render_history_html(subject: str, trends: list[Trend], threshold: float) -> str:
     better = {"higher": "higher is better", "lower": "lower is better", "either": "no side is better"}
     view = {"subject": subject, "threshold_pct": f"{threshold * 100:g}", "drifted": sum(t.drifted for t in trends),
+            "summary": history_summary(trends, threshold),
             "trends": [{"title": t.title, "profile": t.profile, "unit": t.unit, "better": better[t.direction],
                         "drifted": t.drifted, "chart": _chart(t),
                         "points": [{"when": p.when[:19], "verdict": p.verdict, "node": p.node,
                                     "value": f"{p.value:,.4g}" if abs(p.value) < 100 else f"{p.value:,.1f}",
-                                    "drift": "—" if p.drift is None else f"{p.drift * 100:+.1f} %",
+                                    "drift": NO_REFERENCE if p.reference is None else
+                                    "—" if p.drift is None else f"{p.drift * 100:+.1f} %",
                                     "flagged": p.flagged} for p in t.points]} for t in trends]}
     return render_template("history.html.j2", history=view)

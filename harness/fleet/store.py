@@ -68,13 +68,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
      "CREATE INDEX gpu_figures_by_uuid ON gpu_figures (gpu_uuid)",
      "CREATE INDEX gpu_figures_by_session ON gpu_figures (session_id)",
      "ALTER TABLE sessions ADD COLUMN verdict_reasons TEXT NOT NULL DEFAULT '[]'"),
+    # 3: what each session covered, so a partial, quick or CPU session is never taken for a sign-off.
+    # Sessions stored before keep NULL: "scope not recorded", never a sign-off.
+    ("ALTER TABLE sessions ADD COLUMN scope TEXT", "ALTER TABLE sessions ADD COLUMN level TEXT",
+     "ALTER TABLE sessions ADD COLUMN sign_off INTEGER CHECK (sign_off IN (0, 1))",
+     "ALTER TABLE sessions ADD COLUMN cpu_self_check INTEGER CHECK (cpu_self_check IN (0, 1))"),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _SESSION_COLUMNS = ("run_id", "node", "verdict", "started_at", "finished_at", "profile_name", "profile_sha256",
                     "device", "gpu_name", "driver_version", "cuda_driver_version", "cuda_runtime_version",
                     "nccl_version", "torch_version", "python_version", "harness_version", "git_commit", "container",
-                    "slurm_job_id", "source")
+                    "slurm_job_id", "source", "scope", "level")
+_FLAG_COLUMNS = ("sign_off", "cpu_self_check")
+"""Booleans kept as 0/1, NULL when not recorded."""
 _GPU_COLUMNS = {"index": "gpu_index", "uuid": "uuid", "serial": "serial", "name": "name",
                 "pci_bus_id": "pci_bus_id", "memory_gib": "memory_gib"}
 """GpuFact field -> column ("index" is an SQL keyword)."""
@@ -138,6 +145,7 @@ def insert_session(conn: sqlite3.Connection, facts: SessionFacts) -> bool:
         row = {column: getattr(facts, column) for column in _SESSION_COLUMNS}
         row["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")  # when this file got the row
         row["verdict_reasons"] = json.dumps(list(facts.verdict_reasons))
+        row |= {column: getattr(facts, column) for column in _FLAG_COLUMNS}
         session_id = _insert(conn, "sessions", row)
         for gpu in facts.gpus:
             _insert(conn, "gpus", {"session_id": session_id} | {c: getattr(gpu, f) for f, c in _GPU_COLUMNS.items()})
@@ -260,6 +268,7 @@ def _sessions(conn: sqlite3.Connection) -> list[SessionFacts]:
         figures = tuple(GpuFigure(**{f: figure[c] for f, c in _FIGURE_COLUMNS.items()}) for figure in conn.execute(
             "SELECT * FROM gpu_figures WHERE session_id = ? ORDER BY rowid", (row["id"],)))
         values = {column: row[column] for column in _SESSION_COLUMNS}
+        values |= {column: None if row[column] is None else bool(row[column]) for column in _FLAG_COLUMNS}
         sessions.append(SessionFacts(**values, verdict_reasons=_reasons(row["verdict_reasons"]), gpus=gpus,
                                      checks=checks, gpu_figures=figures))
     return sessions

@@ -1,9 +1,12 @@
 """The fleet sign-off as one view dict (pure): a verdict per node, the failing checks, and every
 figure's values across nodes and GPUs against the fleet median, outliers flagged.
 
-Each node counts with its latest session (a node re-run after a repair is judged on the re-run;
-earlier sessions are listed, not counted). Figures are compared only among nodes judged by the
-same profile: an H100 node's throughput has nothing to say about an H200 node's.
+Each node is judged on its latest *full* session of a GPU profile at level standard or long (a
+node re-run in full after a repair is judged on the re-run). A partial, quick or CPU session never
+makes a node PASS: after a full session it can only add a FAIL (a failure found is final); a node
+with no full session is FAIL when its latest session failed, else INCOMPLETE, and says what its
+latest session was. Earlier sessions are listed, not counted. Figures are compared only among
+nodes judged by the same profile: an H100 node's throughput has nothing to say about an H200 node's.
 
 The fleet verdict follows the node verdict policy: FAIL when any node failed; INCOMPLETE when
 any node is incomplete, an expected node has no session, or an input could not be read; PASS
@@ -16,10 +19,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from harness.fleet.chart import Dot, strip_chart
-from harness.fleet.facts import SessionFacts
+from harness.fleet.facts import SessionFacts, Verdict
 from harness.fleet.outliers import DEFAULT_RULE, MAD_TO_SIGMA, OutlierRule, Spread, describe, spread
 
 
@@ -41,24 +45,66 @@ def fmt_z(z: float) -> str:
     return f"{z:+.1f}" if math.isfinite(z) else "—"
 
 
-def latest_per_node(sessions: Iterable[SessionFacts]) -> tuple[list[SessionFacts], list[SessionFacts]]:
-    """(each node's latest session, by node name; every earlier one, newest first)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeJudgement:
+    """One node's verdict in the fleet, and the session it rests on."""
+
+    session: SessionFacts
+    """The latest full GPU session, or the latest session when the node has none."""
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    later: tuple[SessionFacts, ...]
+    """Partial, quick or CPU sessions after ``session``: shown, never a PASS."""
+
+    @property
+    def node(self) -> str:
+        return self.session.node
+
+
+def _said(session: SessionFacts) -> str:
+    return f"{session.verdict} ({session.scope_text}, {session.run_id})"
+
+
+def judge_node(sessions: list[SessionFacts]) -> tuple[NodeJudgement, list[SessionFacts]]:
+    """A node's verdict from all its sessions; and the sessions not shown as its own, newest first."""
+    ordered = sorted(sessions, key=lambda s: (s.when, s.run_id), reverse=True)
+    full_at = next((i for i, s in enumerate(ordered) if s.full_gpu_session), None)
+    if full_at is None:
+        latest = ordered[0]
+        verdict: Verdict = "FAIL" if latest.verdict == "FAIL" else "INCOMPLETE"
+        reasons = [f"no full sign-off of a GPU profile: the latest session is {_said(latest)}, not a node sign-off"]
+        return NodeJudgement(session=latest, verdict=verdict, reasons=tuple(reasons), later=()), ordered[1:]
+    judged, later = ordered[full_at], ordered[:full_at]
+    verdict, reasons = judged.verdict, list(judged.verdict_reasons)
+    failed_later = [s for s in later if s.verdict == "FAIL"]
+    if failed_later:
+        verdict = "FAIL"
+        reasons.insert(0, f"failed in a later session: {_said(failed_later[0])}")
+    elif later:
+        reasons.append(f"{len(later)} later session{'s' if len(later) > 1 else ''} not counted "
+                       f"(not a full sign-off): {'; '.join(_said(s) for s in later[:3])}")
+    judgement = NodeJudgement(session=judged, verdict=verdict, reasons=tuple(reasons), later=tuple(later))
+    return judgement, ordered[full_at + 1:]
+
+
+def judge_nodes(sessions: Iterable[SessionFacts]) -> tuple[list[NodeJudgement], list[SessionFacts]]:
+    """(each node's judgement, by node name; every session not judged on, newest first)."""
     by_node: dict[str, list[SessionFacts]] = {}
     for session in sessions:
         by_node.setdefault(session.node, []).append(session)
-    latest, earlier = [], []
+    judged, earlier = [], []
     for node in sorted(by_node):
-        ordered = sorted(by_node[node], key=lambda s: (s.when, s.run_id), reverse=True)
-        latest.append(ordered[0])
-        earlier += ordered[1:]
-    return latest, sorted(earlier, key=lambda s: s.when, reverse=True)
+        judgement, rest = judge_node(by_node[node])
+        judged.append(judgement)
+        earlier += list(judgement.later) + rest
+    return judged, sorted(earlier, key=lambda s: s.when, reverse=True)
 
 
 def _slug(*parts: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))[:120]
 
 
-def fleet_verdict(latest: list[SessionFacts], missing: list[str], problems: list[str]) -> tuple[str, list[str]]:
+def fleet_verdict(latest: list[NodeJudgement], missing: list[str], problems: list[str]) -> tuple[str, list[str]]:
     reasons = []
     failed = [s.node for s in latest if s.verdict == "FAIL"]
     incomplete = [s.node for s in latest if s.verdict == "INCOMPLETE"]
@@ -183,10 +229,12 @@ def _failed_rows(session: SessionFacts) -> list[dict]:
              "test": c.test} for c in session.failed_checks]
 
 
-def node_row(session: SessionFacts, outliers: list[dict]) -> dict:
-    failed = _failed_rows(session)
-    return {"node": session.node, "verdict": session.verdict, "state": session.verdict.lower(),
-            "reasons": list(session.verdict_reasons), "profile": session.profile_name or "not recorded",
+def node_row(judgement: NodeJudgement, outliers: list[dict]) -> dict:
+    session = judgement.session
+    failed = [row for s in (session, *judgement.later) for row in _failed_rows(s)]
+    return {"node": session.node, "verdict": judgement.verdict, "state": judgement.verdict.lower(),
+            "reasons": list(judgement.reasons), "scope": session.scope_text, "sign_off": session.sign_off is True,
+            "profile": session.profile_name or "not recorded",
             "profile_sha256": session.profile_sha256 or "", "gpus": _gpu_text(session),
             "driver": session.driver_version or ("none (CPU run)" if session.device == "cpu" else "not recorded"),
             "torch": session.torch_version or "not recorded", "harness": session.harness_version or "not recorded",
@@ -199,7 +247,8 @@ def node_row(session: SessionFacts, outliers: list[dict]) -> dict:
 def build_fleet(sessions: list[SessionFacts], *, problems: Sequence[str] = (), rule: OutlierRule = DEFAULT_RULE,
                 expected_nodes: list[str] | None = None) -> dict[str, Any]:
     """Everything the fleet page, its JSON and its CSV show (pure)."""
-    latest, earlier = latest_per_node(sessions)
+    judged, earlier = judge_nodes(sessions)
+    latest = [j.session for j in judged]
     found = {s.node for s in latest}
     missing = [n for n in dict.fromkeys(expected_nodes or []) if n not in found]
     unexpected = sorted(found - set(expected_nodes)) if expected_nodes else []
@@ -209,10 +258,10 @@ def build_fleet(sessions: list[SessionFacts], *, problems: Sequence[str] = (), r
                  "median_text": f["median_text"]} for f in figures for row in f["rows"] if row["outlier"]]
     # Worse side first; among those, nodes that passed first: a failed node is news already, an
     # outlier on a node within every bound is what only the fleet can show. Then the largest distance.
-    failed_nodes = {s.node for s in latest if s.verdict != "PASS"}
+    failed_nodes = {j.node for j in judged if j.verdict != "PASS"}
     outliers.sort(key=lambda o: (not o["worse"], o["node"] in failed_nodes,
                                  -abs(o["deviation"]) if o["deviation"] is not None else -math.inf))
-    verdict, reasons = fleet_verdict(latest, missing, list(problems))
+    verdict, reasons = fleet_verdict(judged, missing, list(problems))
     profiles = Counter((s.profile_name or "not recorded", s.profile_sha256 or "") for s in latest)
     notes = []
     if len(profiles) > 1:
@@ -221,15 +270,15 @@ def build_fleet(sessions: list[SessionFacts], *, problems: Sequence[str] = (), r
                                  for (name, sha), count in profiles.items()) + "; figures are compared per profile")
     if unexpected:
         notes.append(f"sessions of nodes not in the expected list: {', '.join(unexpected)}")
-    nodes = [node_row(s, outliers) for s in latest]
+    nodes = [node_row(j, outliers) for j in judged]
     return {
         "verdict": verdict, "state": verdict.lower(), "reasons": reasons, "notes": notes,
         "problems": list(problems), "missing": missing,
-        "counts": {v: sum(1 for s in latest if s.verdict == v) for v in ("PASS", "FAIL", "INCOMPLETE")},
+        "counts": {v: sum(1 for j in judged if j.verdict == v) for v in ("PASS", "FAIL", "INCOMPLETE")},
         "node_count": len(latest), "nodes": nodes,
         "failed_checks": [row for node in nodes for row in node["failed"]],
         "outliers": outliers, "worse_outliers": sum(1 for o in outliers if o["worse"]), "figures": figures,
-        "earlier": [{"node": s.node, "verdict": s.verdict, "run_id": s.run_id, "finished": s.finished_at or "",
-                     "source": s.source} for s in earlier],
+        "earlier": [{"node": s.node, "verdict": s.verdict, "scope": s.scope_text, "run_id": s.run_id,
+                     "finished": s.finished_at or "", "source": s.source} for s in earlier],
         "rule": {"z_threshold": rule.z_threshold, "min_relative": rule.min_relative, "min_count": rule.min_count},
     }

@@ -4,8 +4,6 @@ state every minute while it runs, and read its windows, the last ones written ev
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,6 +12,7 @@ from pathlib import Path
 from harness.catalog import MODELS
 
 from harness.launch.command import prepare_launch
+from harness.launch.heartbeat import every
 from harness.launch.spec import SoakSpec
 from harness.launch.supervise import JobResult, run_job
 from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE
@@ -94,17 +93,6 @@ def reporting_progress(spec: SoakSpec, run_dir: Path, on_progress: Callable[[str
     if on_progress is None:
         yield
         return
-    stop = threading.Event()
-    started = time.monotonic()
-
-    def report() -> None:
-        while not stop.wait(period_s):
-            on_progress(progress_line(spec, windows_so_far(run_dir), time.monotonic() - started))
-
-    thread = threading.Thread(target=report, name="soak-progress", daemon=True)
-    thread.start()
-    try:
+    with every(period_s, lambda elapsed_s: on_progress(progress_line(spec, windows_so_far(run_dir), elapsed_s)),
+               name="soak-progress"):
         yield
-    finally:
-        stop.set()
-        thread.join()

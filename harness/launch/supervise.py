@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from harness.launch.cleanup import clear_run_dir, kill_run, owner_env
 from harness.launch.command import die_with_launcher, launch_env
 from harness.launch.failure import explain_failure
+from harness.launch.heartbeat import Heartbeat
 from harness.launch.spec import LaunchSettings
 from harness.launch.stall import Stall, find_stall
 from harness.rank import read_phases
@@ -151,11 +152,14 @@ def signals_held() -> Iterator[None]:
 
 
 def _wait(proc: subprocess.Popen, launch: LaunchSettings, run_dir: Path, started: float,
-          timeout_s: float) -> Stall | None:
-    """Until the launch exits (None), passes its time limit or stalls (the Stall that stops it)."""
+          timeout_s: float, heartbeat: Heartbeat | None = None) -> Stall | None:
+    """Until the launch exits (None), passes its time limit or stalls (the Stall that stops it);
+    a progress line every heartbeat period meanwhile."""
     next_check = started
     while proc.poll() is None:
         now = time.time()
+        if heartbeat is not None:
+            heartbeat.tick(read_phases, now)
         if now >= started + timeout_s:
             return Stall(reason=f"the launch exceeded its {timeout_s:.0f} s limit")
         if now >= next_check:
@@ -194,7 +198,7 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
                 proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=die_with_launcher(os.getpid()))
-            stall = _wait(proc, launch, run_dir, started, limit_s)
+            stall = _wait(proc, launch, run_dir, started, limit_s, Heartbeat(run_dir, run_id, started))
         finally:
             # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike; no second
             # signal can cut it short (timeout(1), make and Slurm send two).

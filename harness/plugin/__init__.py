@@ -18,13 +18,15 @@ from __future__ import annotations
 import pytest
 
 from harness.cases import SCALINGS
+from harness.launch import heartbeat
 from harness.launch.supervise import stop_on_sigterm
 from harness.plugin import components
 from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
                                   scaling_params)
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
-from harness.plugin.options import add_options, add_short_options, ini_declares_acceptance, parse_options
+from harness.plugin.options import (add_options, add_short_options, ini_declares_acceptance, parse_options,
+                                    refuse_cache_options)
 from harness.plugin.outcomes import OUTCOMES_KEY, SessionOutcomes
 from harness.plugin.outputs import route_reports, write_session_outputs
 from harness.plugin.progress import SessionProgress, write_verdict_lines
@@ -66,6 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "level(name): the run level of an acceptance test: quick, standard or long")
     if not _active(config) or hasattr(config, "workerinput") or _shows_information_only(config):
         return
+    refuse_cache_options(config)
     session = start_session(config, parse_options(config))
     config.stash[SESSION_KEY] = session
     if not session.collect_only:
@@ -76,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         progress = SessionProgress(config=config, results=session.results)
         config.pluginmanager.register(progress, "harness-progress")
         session.soak.say = progress.say
+        heartbeat.SINK = progress.say  # a line per launch every 20 s, through pytest's terminal
         session.gpu_state.start()
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
     # process groups and pytest still writes its reports.
@@ -177,6 +181,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The session verdict as the terminal's last lines, after pytest's own summary."""
+    heartbeat.SINK = heartbeat.to_stderr
     outcomes = config.stash.get(OUTCOMES_KEY, None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if outcomes is not None and outcomes.session is not None and reporter is not None:

@@ -187,6 +187,29 @@ def add_short_options(parser: pytest.Parser) -> None:
                             **{**settings, "help": f"same as --{PREFIX}-{name}"})
 
 
+REFUSED_CACHE_OPTIONS = {"lf": "--lf", "failedfirst": "--ff", "newfirst": "--nf", "stepwise": "--sw",
+                         "stepwise_skip": "--sw-skip"}
+"""pytest's cache options (dest -> flag). The acceptance suite runs without pytest's cache (-p
+no:cacheprovider in acceptance/pytest.ini: a node's sign-off never depends on what an earlier
+session left in a directory); pytest still accepts these options then, and silently reruns
+everything. Refused instead, with the way to do what was meant."""
+
+
+def refuse_cache_options(config: pytest.Config) -> None:
+    """A usage error for --lf, --ff, --nf, --sw where pytest's cache is off: what was asked, why not,
+    and what to do instead."""
+    if config.pluginmanager.has_plugin("cacheprovider"):
+        return
+    given = [flag for dest, flag in REFUSED_CACHE_OPTIONS.items() if config.getoption(dest, default=False)]
+    if given:
+        raise pytest.UsageError(
+            f"{', '.join(given)}: refused: the acceptance suite keeps no pytest cache between sessions, so there is "
+            "no 'last failed' to go by (pytest would silently rerun everything). To re-run what failed, name it: "
+            "the node ids under 'harness: failed:' or in reports/latest/report.html, e.g. make acceptance "
+            "ARGS=\"'acceptance/test_scaling.py::test_weak_scaling[resnet50-bf16-2gpu]'\", or -k resnet50. "
+            "Such a re-run is partial, not a node sign-off: the node is signed off by a full run.")
+
+
 def ini_declares_acceptance(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> bool:
     """Whether the ini file pytest already read says ``harness_acceptance = true``.
 

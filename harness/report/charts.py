@@ -8,6 +8,7 @@ template as markup: callers may pass strings that came from any input file.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -71,40 +72,95 @@ class _Frame:
     y_range: tuple[float, float] = (0.0, 1.0)
 
     def x(self, value: float) -> float:
-        low, high = self.x_range
-        span = (high - low) or 1.0
-        return self.left + (value - low) / span * (self.width - self.left - self.right)
+        return self.left + fraction_of(value, *self.x_range) * (self.width - self.left - self.right)
 
     def y(self, value: float) -> float:
-        low, high = self.y_range
-        span = (high - low) or 1.0
-        return self.height - self.bottom - (value - low) / span * (self.height - self.top - self.bottom)
+        return self.height - self.bottom - fraction_of(value, *self.y_range) * (self.height - self.top - self.bottom)
+
+
+def fraction_of(value: float, low: float, high: float) -> float:
+    """Where ``value`` lies in [low, high] (0 to 1 inside), without overflow for any finite floats:
+    halves first, so a range from -1e308 to 1e308 is still a finite span."""
+    span = high / 2 - low / 2
+    return (value / 2 - low / 2) / span if span > 0 else 0.5
+
+
+def padded(low: float, high: float, fraction: float) -> tuple[float, float]:
+    """[low, high] widened by ``fraction`` of its span on each side (a point when low == high),
+    within the finite floats."""
+    pad = (high / 2 - low / 2) * 2 * fraction or abs(high) * 0.05 or 0.05
+    return max(low - pad, -sys.float_info.max), min(high + pad, sys.float_info.max)
+
+
+MAX_TICKS = 40
+"""Never more ticks than this, whatever the range: a bound on the tick loop."""
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values (1, 2, 5 × 10^k steps) covering [low, high]."""
+    """Round tick values (1, 2, 2.5, 5 × 10^k steps) covering [low, high], distinct, at most MAX_TICKS.
+
+    Overflow-safe (spans are taken by halves) and always finite in its work: the ticks are
+    indices × step, never a running sum, so a step below the values' resolution (9e15 to 9e15 + 2)
+    cannot loop forever; such ticks collapse into the distinct values they round to."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return []
     if high <= low:
-        high = low + (abs(low) or 1.0)
-    raw = (high - low) / max(count, 1)
+        high = min(low + (abs(low) or 1.0), sys.float_info.max)
+        if high <= low:
+            return [low]
+    count = max(count, 1)
+    raw = high / count - low / count
+    if not (raw > 0 and math.isfinite(raw)):
+        return [low, high]
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(low / step - 1e-9) * step
-    ticks = []
-    value = first
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
+    if not (step > 0 and math.isfinite(step)):
+        return [low, high]
+    first, last = math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9)
+    if last - first + 1 > MAX_TICKS:
+        last = first + MAX_TICKS - 1
+    values = (round(index * step, 10) if abs(index * step) < 1e15 else index * step
+              for index in range(int(first), int(last) + 1))
+    return list(dict.fromkeys(v for v in values if math.isfinite(v)))
 
 
-def format_tick(value: float) -> str:
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if value == int(value):
-        return f"{value:.0f}"
-    return f"{value:.3g}"
+def format_tick(value: float, digits: int = 3) -> str:
+    if not math.isfinite(value):
+        return "—"
+    if value == int(value) and abs(value) < 1e15:
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.0f}"
+    if abs(value) >= 1000 and digits <= 3:
+        return f"{value:,.0f}" if abs(value) < 1e15 else f"{value:.{digits}g}"
+    return f"{value:.{digits}g}"
+
+
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """One label per tick, with as few significant digits as keep every label distinct (six ticks
+    between 10.25 and 10.5 read 10.25, 10.3, 10.35, …, never "10.3" six times)."""
+    labels = [format_tick(t) for t in ticks]
+    for digits in range(4, 18):
+        if len(set(labels)) == len(labels):
+            break
+        labels = [format_tick(t, digits) for t in ticks]
+    return labels
+
+
+TITLE_CHAR_PX = 6.8
+"""The width of one character of the 12 px title, generously (for wrapping, not measuring)."""
+
+
+def title_lines(title: str, width: int, left: int = 8) -> list[str]:
+    """The title in lines that fit ``width`` (at most three, the last clipped): never cut mid-view."""
+    room = max(int((width - left - 4) / TITLE_CHAR_PX), 8)
+    lines: list[str] = []
+    for word in title.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= room:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    if len(lines) > 3:
+        lines = lines[:2] + [_clip(" ".join(lines[2:]), room)]
+    return [_clip(line, room) for line in lines] or [""]
 
 
 def _text(x: float, y: float, content: str, *, size: int = 11, anchor: str = "middle", color: str = AXIS,
@@ -114,19 +170,26 @@ def _text(x: float, y: float, content: str, *, size: int = 11, anchor: str = "mi
 
 
 def _open(frame: _Frame, title: str) -> list[str]:
-    return [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {frame.width} {frame.height}" '
-            f'width="{frame.width}" height="{frame.height}" role="img" style="{FONT}">',
-            f"<title>{escape(title)}</title>",
-            _text(frame.left, 16, title, size=12, anchor="start", color="#1f2328", weight="600")]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {frame.width} {frame.height}" '
+             f'width="{frame.width}" height="{frame.height}" role="img" style="{FONT}">',
+             f"<title>{escape(title)}</title>"]
+    for index, line in enumerate(title_lines(title, frame.width)):
+        parts.append(_text(8, 16 + 15 * index, line, size=12, anchor="start", color="#1f2328", weight="600"))
+    return parts
+
+
+def _title_room(title: str, width: int) -> int:
+    """Extra pixels above the plot for a title of more than one line."""
+    return 15 * (len(title_lines(title, width)) - 1)
 
 
 def _y_axis(frame: _Frame, ticks: Sequence[float], label: str) -> list[str]:
     parts = []
-    for tick in ticks:
+    for tick, shown in zip(ticks, tick_labels(ticks), strict=True):
         y = frame.y(tick)
         parts.append(f'<line x1="{frame.left}" x2="{frame.width - frame.right}" y1="{y:.1f}" y2="{y:.1f}" '
                      f'stroke="{GRID}"/>')
-        parts.append(_text(frame.left - 6, y + 4, format_tick(tick), size=10, anchor="end"))
+        parts.append(_text(frame.left - 6, y + 4, shown, size=10, anchor="end"))
     if label:
         mid = (frame.top + frame.height - frame.bottom) / 2
         parts.append(f'<text x="12" y="{mid:.1f}" font-size="10" text-anchor="middle" fill="{AXIS}" '
@@ -144,19 +207,18 @@ def line_chart(*, title: str, series: Sequence[Series], x_ticks: Sequence[tuple[
     ys = [y for s in series for _, y in s.points if math.isfinite(y)]
     xs = [x for s in series for x, _ in s.points] + [x for x, _ in x_ticks]
     if y_range is None:
-        low, high = (min(ys), max(ys)) if ys else (0.0, 1.0)
-        pad = (high - low) * 0.1 or abs(high) * 0.05 or 0.05
-        y_range = (low - pad, high + pad)
+        y_range = padded(*((min(ys), max(ys)) if ys else (0.0, 1.0)), 0.1)
     ticks = nice_ticks(*y_range)
     if ticks:
         y_range = (min(y_range[0], ticks[0]), max(y_range[1], ticks[-1]))
+    xs = [x for x in xs if math.isfinite(x)]
     x_range = (min(xs), max(xs)) if xs else (0.0, 1.0)
     if x_range[0] == x_range[1]:
         x_range = (x_range[0] - 1, x_range[1] + 1)
     legend_rows = math.ceil(len(series) / 2)
-    x_pad = (x_range[1] - x_range[0]) * 0.06
-    frame = _Frame(width=width, height=height + 16 * legend_rows, bottom=40 + 16 * legend_rows, left=52, right=16,
-                   x_range=(x_range[0] - x_pad, x_range[1] + x_pad), y_range=y_range)
+    extra = _title_room(title, width)
+    frame = _Frame(width=width, height=height + 16 * legend_rows + extra, bottom=40 + 16 * legend_rows,
+                   top=30 + extra, left=52, right=16, x_range=padded(*x_range, 0.06), y_range=y_range)
     parts = _open(frame, title)
     parts += _y_axis(frame, ticks, y_label)
     axis_y = frame.height - frame.bottom
@@ -189,7 +251,7 @@ def line_chart(*, title: str, series: Sequence[Series], x_ticks: Sequence[tuple[
     for index, s in enumerate(series):
         row, column = divmod(index, 2)
         x = frame.left + column * ((frame.width - frame.left) / 2)
-        y = height + 4 + row * 16
+        y = height + extra + 4 + row * 16
         dash = ' stroke-dasharray="5 4"' if s.dashed else ""
         parts.append(f'<line x1="{x:.1f}" x2="{x + 18:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{s.color}" '
                      f'stroke-width="2"{dash}/>')
@@ -203,9 +265,11 @@ def bar_chart(*, title: str, groups: Sequence[BarGroup], y_label: str = "", widt
     """Grouped bars from zero, each group with its own dashed lower bound and its value labels."""
     values = [b.value for g in groups for b in g.bars if b.value is not None and math.isfinite(b.value)]
     values += [g.threshold for g in groups if g.threshold is not None and math.isfinite(g.threshold)]
-    top = max(values) * 1.15 if values else 1.0
+    top = min(max(values) * 1.15, sys.float_info.max) if values and max(values) > 0 else 1.0
     ticks = nice_ticks(0.0, top)
-    frame = _Frame(width=width, height=height, left=56, right=10, y_range=(0.0, max(top, ticks[-1] if ticks else top)))
+    extra = _title_room(title, width)
+    frame = _Frame(width=width, height=height + extra, top=30 + extra, left=56, right=10,
+                   y_range=(0.0, max(top, ticks[-1] if ticks else top)))
     parts = _open(frame, title)
     parts += _y_axis(frame, ticks, y_label)
     plot_width = frame.width - frame.left - frame.right

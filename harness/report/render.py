@@ -45,18 +45,20 @@ def write_report(run_dir: Path) -> Path:
 
 def cli_report(run_dir: str) -> int:
     """``harness report <run-dir>``: rebuild report.html from the saved JSON, print its path."""
+    from harness.exitcodes import EXIT_INTERNAL_ERROR, EXIT_NOT_RECORDED, EXIT_USAGE_ERROR
+
     try:
         path = write_report(Path(run_dir))
     except ReportError as exc:
         print(f"harness report: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE_ERROR
     except OSError as exc:
         print(f"harness report: cannot write {Path(run_dir) / 'report.html'}: {exc.strerror or exc}; "
               "make the run directory writable or copy it somewhere writable", file=sys.stderr)
-        return 1
+        return EXIT_NOT_RECORDED
     except Exception as exc:  # a bug here must not bury the run's saved JSON under a traceback
         print(f"harness report: could not build the report of {run_dir}: {type(exc).__name__}: {exc}; the JSON "
               "files are intact; please report this with the run directory", file=sys.stderr)
-        return 1
+        return EXIT_INTERNAL_ERROR
     print(path)
     return 0

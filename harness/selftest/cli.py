@@ -2,20 +2,24 @@
 
 Exit status: 0 when every row that applies caught its degradation with the cause named; 1 when any
 did not (a degradation passed, a check was not found, a session did not run, a cause went unnamed),
-or when no row applies; 2 for a mistake on the command line or a node the harness cannot describe.
+or when no row applies; 4 for a mistake on the command line or a node the harness cannot describe
+(harness/exitcodes.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.launch.heartbeat import every
 from harness.selftest import rows as row_specs
 from harness.selftest.judge import RowOutcome, judge
 from harness.selftest.rows import ROW_KEYS, NodeGpu, RowSpec, plan_rows
@@ -24,7 +28,7 @@ from harness.selftest.table import closing_line, selftest_passed, text_table, wr
 
 
 class SelftestError(Exception):
-    """What stops the selftest before any row runs: printed as one line, exit status 2."""
+    """What stops the selftest before any row runs: printed as one line, exit status 4."""
 
 
 def add_selftest_parser(sub: Any) -> None:
@@ -119,6 +123,33 @@ def _with_burners(spec: RowSpec, per_core: int) -> RowSpec:
                    injected=spec.injected.replace(f"{load.burners_per_core} busy", f"{per_core} busy", 1))
 
 
+ROW_PROGRESS_S = 20.0
+"""A line at least this often while a row's session runs (a row takes minutes)."""
+
+
+def last_progress_line(log_path: Path, tail_bytes: int = 16384) -> str:
+    """The session's latest ``harness:`` line (its case, phase and ETA), from the end of its log; ""."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(max(log.seek(0, os.SEEK_END) - tail_bytes, 0))
+            lines = log.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.startswith("harness: ")), "")
+
+
+@contextlib.contextmanager
+def row_progress(label: str, log_path: Path, timeout_s: float, period_s: float = ROW_PROGRESS_S) -> Iterator[None]:
+    """While the block runs: every ``period_s``, how long the row has run and what its session last said."""
+    def tick(elapsed_s: float) -> None:
+        said = last_progress_line(log_path)
+        print(f"{label} still running: {elapsed_s:.0f} s of at most {timeout_s:.0f} s"
+              + (f"; the session: {said.removeprefix('harness: ')[:200]}" if said else ""), flush=True)
+
+    with every(period_s, tick, name="selftest-row-progress"):
+        yield
+
+
 def cli_selftest(ns: argparse.Namespace) -> int:
     if ns.timeout <= 0 or ns.burners_per_core < 1:
         raise SelftestError("--timeout must be above 0 and --burners-per-core at least 1")
@@ -134,7 +165,9 @@ def cli_selftest(ns: argparse.Namespace) -> int:
         if spec.not_applicable is None:
             print(f"[{number}/{len(specs)}] {spec.injected}: running ...", flush=True)
             started = time.monotonic()
-            run = run_row(spec, repo_root=root, row_dir=directory / f"{number}-{spec.key}", timeout_s=ns.timeout)
+            row_dir = directory / f"{number}-{spec.key}"
+            with row_progress(f"[{number}/{len(specs)}] {spec.key}", row_dir / "selftest-session.log", ns.timeout):
+                run = run_row(spec, repo_root=root, row_dir=row_dir, timeout_s=ns.timeout)
             print(f"[{number}/{len(specs)}] done in {time.monotonic() - started:.0f} s (exit {run.exit_code})",
                   flush=True)
         outcomes.append(judge(spec, run))

@@ -13,13 +13,17 @@ at the largest message both measured is compared per GPU count (an NCCL or drive
 there first).
 
 Statistics: a case with several records (calibration repeats) shows the median of its successful
-runs. Efficiency is recomputed from the records on each side, as the verdict does: weak = per-GPU
-throughput at N / at 1 GPU with the same per-GPU batch; strong = total throughput at N / at 1 GPU
-with the same global batch, over N. A throughput change is flagged ``*`` when it exceeds the sum of
-both runs' 95 % confidence half-widths, which is within-run noise only. Run-to-run spread on a
-healthy node is larger: over three sign-offs on 4 x H200, at most 0.62 % for bf16, ViT and BERT
-cases and up to 4.5 % for ResNet fp16, whose loss scaler syncs with the host every step
-(docs/measurements.md). Read a ``*`` below about 1 % (5 % for ResNet fp16) as noise, not a finding.
+runs. Efficiency is the check's own figure where the session judged the case (its
+``weak_efficiency`` / ``strong_efficiency`` check's ``measured``, against the baseline the session
+chose): the number the terminal and the report showed. Only records without a judged check (a
+directory of ``runs/*.json``, calibration repeats) have it recomputed from the records on that side,
+marked ``r``: weak = per-GPU throughput at N / at 1 GPU with the same per-GPU batch; strong =
+total throughput at N / at 1 GPU with the same global batch, over N. A throughput change is
+flagged ``*`` when it exceeds the sum of both runs' 95 % confidence half-widths, which is
+within-run noise only. Run-to-run spread on a healthy node is larger: over three sign-offs on
+4 x H200, at most 0.62 % for bf16, ViT and BERT cases and up to 4.5 % for ResNet fp16, whose loss
+scaler syncs with the host every step (docs/measurements.md). Read a ``*`` below about 1 % (5 %
+for ResNet fp16) as noise, not a finding.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cases import CaseId
+from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.records import RunRecord
 from harness.tools.run_sets import CompareError, RunSet, load_run_set
 from harness.workloads.busbw import size_label
@@ -54,6 +59,8 @@ class CaseSummary:
     ci95_rel: float | None
     """Median of the runs' throughput CI95 half-widths (relative)."""
     status: str
+    efficiency_recomputed: bool = False
+    """The efficiency was rebuilt from the records: no check of the session recorded it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,14 +149,18 @@ def summarize(run_set: RunSet) -> dict[CaseId, CaseSummary]:
         records = groups[case]
         ok = [r for r in records if r.ok and r.throughput_per_gpu is not None]
         throughput = _median([r.throughput_per_gpu for r in ok if r.throughput_per_gpu is not None])
-        efficiency = None
-        if case.world_size > 1 and ok and throughput is not None:
+        efficiency, recomputed = None, False
+        judged = [run_set.efficiencies[r.run_id] for r in ok if r.run_id in run_set.efficiencies]
+        if case.world_size > 1 and judged:
+            efficiency = _median(judged)
+        elif case.world_size > 1 and ok and throughput is not None:
             efficiency = _efficiency(case, ok, throughput, _baseline_records(run_set.records, ok[0]))
+            recomputed = efficiency is not None
         summaries[case] = CaseSummary(
             case=case, runs=len(records), throughput_per_gpu=throughput,
             sample_unit=records[0].sample_unit, efficiency=efficiency,
             ci95_rel=_median([r.throughput_ci95_rel for r in ok if r.throughput_ci95_rel is not None]),
-            status=_status(records, run_set.verdicts))
+            status=_status(records, run_set.verdicts), efficiency_recomputed=recomputed)
     return summaries
 
 
@@ -245,10 +256,13 @@ def format_comparison(comparison: Comparison) -> str:
         lines.append(
             f"{row.case.key:34} {_number(row.a.throughput_per_gpu):>13} {_number(row.b.throughput_per_gpu):>11} "
             f"{_signed(row.throughput_change, 100, ' %', 1):>8}{flag} "
-            f"{_number(row.a.efficiency, 3):>6} {_number(row.b.efficiency, 3):>6} "
+            f"{_eff(row.a):>6} {_eff(row.b):>6} "
             f"{_signed(row.efficiency_change, 100, ' pt', 1):>9}  {row.a.status} -> {row.b.status}")
     if not comparison.rows:
         lines.append("(no case was run on both sides)")
+    if any(s.efficiency_recomputed for row in comparison.rows for s in (row.a, row.b)):
+        lines.append("r = efficiency recomputed from the run records (no judged check on that side); the others "
+                     "are the checks' own figures, as the report shows them")
     for side, only in (("A", comparison.only_a), ("B", comparison.only_b)):
         if only:
             lines.append("")
@@ -267,6 +281,11 @@ def format_comparison(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
+def _eff(summary: CaseSummary) -> str:
+    """The efficiency as the check gave it, or marked ``r`` where recomputed from the records."""
+    return _number(summary.efficiency, 3) + ("r" if summary.efficiency_recomputed else "")
+
+
 def add_compare_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "compare", help="compare two run directories case by case",
@@ -278,11 +297,11 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cli_compare(a: str | Path, b: str | Path) -> int:
-    """``harness compare A B``: 0 when both were read and compared, 2 when either cannot be read."""
+    """``harness compare A B``: 0 when both were read and compared, 4 (usage error) when either cannot be read."""
     try:
         comparison = compare(load_run_set(a), load_run_set(b))
     except CompareError as exc:
         print(f"harness compare: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     print(format_comparison(comparison))
     return 0

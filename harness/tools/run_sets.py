@@ -45,6 +45,9 @@ class RunSet:
     of run records only, and for files written before results carried a case_id."""
     notes: tuple[str, ...] = ()
     """What could not be read and was done without (a damaged session.json beside intact records)."""
+    efficiencies: dict[str, float] = field(default_factory=dict)
+    """run_id -> the scaling efficiency its check computed (``weak_efficiency`` / ``strong_efficiency``,
+    ``measured``): the figure the verdict and the report show. Empty for records without a session."""
 
     def case_of(self, record: RunRecord) -> CaseId:
         """The recorded case of this run, else the one its record's fields describe."""
@@ -72,6 +75,11 @@ class _Summary:
     profile: str | None = None
     allreduce: dict[tuple[int, int], float] = field(default_factory=dict)
     cases: dict[str, CaseId] = field(default_factory=dict)
+    efficiencies: dict[str, float] = field(default_factory=dict)
+
+
+EFFICIENCY_CHECKS = ("weak_efficiency", "strong_efficiency")
+"""The checks whose ``measured`` is the case's scaling efficiency (harness/checks/verdict.py)."""
 
 
 def load_run_set(path: str | Path) -> RunSet:
@@ -85,7 +93,8 @@ def load_run_set(path: str | Path) -> RunSet:
         if not summary.records:
             raise CompareError(f"{path}: holds no run records (no test ran a benchmark)")
         return RunSet(path=path, records=tuple(summary.records), verdicts=summary.verdicts, profile=summary.profile,
-                      read_from=path.name, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases)
+                      read_from=path.name, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases,
+                      efficiencies=summary.efficiencies)
     if not path.is_dir():
         raise CompareError(f"{path}: neither a run directory nor a JSON file (a pipe or a device?); give a run "
                            "directory such as reports/<run-id>/")
@@ -102,7 +111,8 @@ def load_run_set(path: str | Path) -> RunSet:
         raise CompareError(f"{path}: no run records here: expected runs/*.json, session.json or report.json "
                            f"(a run directory of `make acceptance` or `harness calibrate`){_subdir_hint(path)}")
     return RunSet(path=path, records=tuple(records), verdicts=summary.verdicts, profile=summary.profile,
-                  read_from=read_from, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases, notes=notes)
+                  read_from=read_from, allreduce_busbw_gbps=summary.allreduce, cases=summary.cases, notes=notes,
+                  efficiencies=summary.efficiencies)
 
 
 def _directory_summary(path: Path, *, have_records: bool) -> tuple[_Summary, Path | None, tuple[str, ...]]:
@@ -252,6 +262,10 @@ def _read_summary_file(file: Path) -> _Summary:
             raise CompareError(f"{file}: the checks of {record.run_id} are not a list of objects; the file is damaged")
         summary.records.append(record)
         summary.verdicts[record.run_id] = "FAIL" if any(check.get("passed") is False for check in checks) else "PASS"
+        efficiency = next((check.get("measured") for check in checks if check.get("key") in EFFICIENCY_CHECKS
+                           and _is_rate(check.get("measured"))), None)
+        if efficiency is not None:
+            summary.efficiencies[record.run_id] = float(efficiency)
         case = _recorded_case(result.get("case_id"))
         if case is not None:
             summary.cases[record.run_id] = case

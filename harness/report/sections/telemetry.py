@@ -43,7 +43,8 @@ def telemetry_charts(record: dict) -> list[Markup]:
         series = _series(as_dict(metric.get("per_gpu")))
         if series:
             xs = [x for s in series for x, _ in s.points]
-            ticks = [(t, svg.format_tick(t)) for t in svg.nice_ticks(min(xs), max(xs))]
+            found = svg.nice_ticks(min(xs), max(xs))
+            ticks = list(zip(found, svg.tick_labels(found), strict=True))
             charts.append(svg.line_chart(title=as_text(metric.get("label")) or name, series=series, x_ticks=ticks,
                                          x_label="seconds", y_label=as_text(metric.get("unit")), width=420))
     return charts

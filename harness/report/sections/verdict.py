@@ -74,7 +74,7 @@ def _wall_seconds(inputs: RunInputs, header: dict) -> float | None:
 def build_verdict(inputs: RunInputs, header: dict, tests: list[SessionTest]) -> dict:
     """The banner: any failure is FAIL (even in an interrupted run); else any gap is INCOMPLETE; else PASS."""
     counts, missing = _counts(tests)
-    recorded = _recorded_verdict(inputs)
+    recorded = recorded_verdict(inputs)
     incomplete = _incomplete(inputs, tests, counts, missing, ended=recorded is not None)
     notes = [f"session.json {inputs.session_problem}"] if inputs.session is None else []
     notes += inputs.record_problems
@@ -99,7 +99,7 @@ def build_verdict(inputs: RunInputs, header: dict, tests: list[SessionTest]) -> 
             "wall": fmt_duration(_wall_seconds(inputs, header))}
 
 
-def _recorded_verdict(inputs: RunInputs) -> dict | None:
+def recorded_verdict(inputs: RunInputs) -> dict | None:
     """The session's own verdict: session.json's, else report.json's; None when neither recorded one."""
     recorded = stored_verdict(as_dict(inputs.session).get("session_verdict"))
     if recorded is None:

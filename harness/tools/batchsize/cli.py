@@ -10,6 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.node.hardware import HardwareError, detect
 from harness.node.presence import DeviceChoiceError, choose_device
 from harness.tools.batchsize.probe import find_max_batch
@@ -18,27 +19,27 @@ from harness.catalog import MODELS
 
 
 def cli_find_max_bs(ns: argparse.Namespace) -> int:
-    """``harness find-max-bs``: 0 with a recommendation, 1 when nothing fits or a probe failed, 2 on bad input."""
+    """``harness find-max-bs``: 0 with a recommendation, 1 when nothing fits or a probe failed, 4 on bad input."""
     if ns.model not in MODELS:
         print(f"harness find-max-bs: --model {ns.model}: unknown; known models: {', '.join(MODELS)}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     if not 0 < ns.memory_fraction <= 1:
         print(f"harness find-max-bs: --memory-fraction {ns.memory_fraction}: a fraction in (0, 1], e.g. 0.9",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     if ns.steps < 2:
         print(f"harness find-max-bs: --steps {ns.steps}: at least 2 (the optimizer state exists from step 2 on)",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     try:  # a node showing NVIDIA GPUs that cannot be used is refused, never searched on CPU ranks
         device = "cpu" if ns.device == "cpu" else choose_device(ns.device, detect())
     except (HardwareError, DeviceChoiceError) as exc:
         print(f"harness find-max-bs: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     if device == "cpu" and ns.max_batch is None:
         print("harness find-max-bs: on cpu there is no device memory to fill, so the search needs a cap: pass --max N",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     keep_logs = ns.log_dir is not None
     log_dir = ns.log_dir or Path(tempfile.mkdtemp(prefix="harness-find-max-bs-"))
     where = ("cuda:0 (pin the GPU with CUDA_VISIBLE_DEVICES)" if device == "cuda" else
@@ -56,7 +57,7 @@ def cli_find_max_bs(ns: argparse.Namespace) -> int:
                                 on_probe=lambda probe: print(format_row(probe), flush=True))
     except ValueError as exc:
         print(f"harness find-max-bs: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     except SearchError as exc:
         print(f"harness find-max-bs: {exc}; probe logs: {log_dir}/", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.node.hardware import Hardware, HardwareError, detect
 from harness.profile.match import select_profile
 from harness.profile.load import default_thresholds_dir
@@ -31,13 +32,13 @@ def selection_note(plan: CalibrationPlan, hw: Hardware) -> str:
 
 
 def cli_calibrate(ns: argparse.Namespace) -> int:
-    """``harness calibrate``: 0 when the profile was written, 1 when calibration failed, 2 on bad arguments."""
+    """``harness calibrate``: 0 when the profile was written, 1 when calibration failed, 4 on bad arguments."""
     try:
         hw = detect()
         plan = plan_from_args(ns, hw, thresholds_dir=Path(ns.thresholds_dir) if ns.thresholds_dir else None)
     except (CalibrationError, HardwareError) as exc:
         print(f"harness calibrate: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     print(f"calibrate {plan.name}: {len(plan.models)} models x {len(plan.precisions)} precisions x GPU counts "
           f"{', '.join(map(str, plan.gpu_counts))} on {plan.device}, {plan.repeats} repeats = {plan.launches} "
           f"launches (warmup >= {plan.warmup_seconds:g} s, window {plan.measure_seconds:g} s); records in "

@@ -1,0 +1,104 @@
+"""Progress: a line per launch at least every 20 s with its case, phase and the ETA of its plan
+(harness/launch/heartbeat.py, from run_job's wait loop), and a line per selftest row while its
+session runs (harness/selftest/cli.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.launch import heartbeat
+from harness.launch.heartbeat import Heartbeat, heartbeat_line, plan_steps
+from harness.launch.spec import LaunchSettings
+from harness.launch.supervise import run_job
+from harness.selftest.cli import last_progress_line, row_progress
+
+PLAN = {"cases": [{"model": "tiny_bert", "precision": "fp32", "scaling": "weak", "warmup_seconds": 10.0,
+                   "measure_seconds": 20.0},
+                  {"model": "tiny_bert", "precision": "fp32", "scaling": "strong", "warmup_seconds": 10.0,
+                   "measure_seconds": 20.0},
+                  {"model": "resnet18", "precision": "fp32", "scaling": "weak", "warmup_seconds": 15.0,
+                   "measure_seconds": 45.0}]}
+
+
+def test_the_plan_gives_each_step_its_planned_seconds():
+    assert plan_steps(PLAN) == [("tiny_bert fp32 weak", 30.0), ("tiny_bert fp32 strong", 30.0),
+                                ("resnet18 fp32 weak", 60.0)]
+    assert plan_steps({"min_bytes": 1024, "max_bytes": 4096, "factor": 2, "target_seconds": 1.5}) == [
+        ("all-reduce sweep", 4.5)]
+    assert plan_steps({"model": "resnet50", "precision": "bf16", "duration_seconds": 600,
+                       "warmup_seconds": 30}) == [("soak resnet50 bf16", 630.0)]
+    assert plan_steps("not a plan") == [] and plan_steps({"cases": "x"}) == []
+
+
+def test_the_line_names_the_case_the_phase_and_the_time_left_by_the_plan():
+    now = 1000.0
+    phases = {0: {"phase": "measure", "since": now - 12, "case": 1}, 1: {"phase": "warmup", "case": 1}}
+    line = heartbeat_line("run-g1", plan_steps(PLAN), phases, elapsed_s=45.0, now=now)
+    assert line == ("launch run-g1: 45 s in; case 2/3 tiny_bert fp32 strong, rank 0 measure for 12 s; "
+                    "about 1 min 15 s left of a planned 2 min 00 s")
+    late = heartbeat_line("run-g1", plan_steps(PLAN), {0: {"phase": "measure", "case": 2}}, 130.0, now)
+    assert late.endswith("past its planned 2 min 00 s")
+    assert "starting (no rank has reported yet)" in heartbeat_line("r", [], {}, 3.0, now)
+
+
+def test_a_heartbeat_speaks_once_a_period_and_never_raises(tmp_path, monkeypatch):
+    said: list[str] = []
+    monkeypatch.setattr(heartbeat, "SINK", said.append)
+    beat = Heartbeat(tmp_path, "r", started=0.0, period_s=20.0)
+    for now in (5.0, 19.9, 20.0, 25.0, 39.0, 40.5):
+        beat.tick(lambda _: {}, now)
+    assert len(said) == 2 and said[0].startswith("launch r: 20 s in")
+    (tmp_path / "plan.json").write_text("{damaged")
+    broken = Heartbeat(tmp_path, "r", started=0.0, period_s=1.0)
+    broken.tick(lambda _: {}, 2.0)  # an unreadable plan costs the line, not the launch
+    assert len(said) == 2
+
+
+CHILD = """
+import json, os, sys, time
+run_dir = sys.argv[1]
+for phase in ("warmup", "measure"):
+    with open(os.path.join(run_dir, "rank0.phase"), "w") as f:
+        json.dump({"rank": 0, "phase": phase, "since": time.time(), "expected_s": 5, "case": 0}, f)
+    time.sleep(1.2)
+"""
+
+
+def test_a_launch_says_where_it_is_while_it_runs(tmp_path, monkeypatch):
+    said: list[str] = []
+    monkeypatch.setattr(heartbeat, "SINK", said.append)
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_S", 0.5)
+    run_dir = tmp_path / "launch"
+    run_dir.mkdir()
+    (run_dir / "plan.json").write_text(json.dumps(PLAN))
+    launch = LaunchSettings(gpus_per_node=1, device="cpu", telemetry=False)
+    outcome = run_job(launch, [sys.executable, "-c", CHILD, str(run_dir)], run_dir, "hb-run", timeout_s=30)
+    assert outcome.returncode == 0, outcome.failure
+    assert len(said) >= 3, said
+    assert all(line.startswith("launch hb-run: ") for line in said)
+    assert any("case 1/3 tiny_bert fp32 weak, rank 0 measure" in line for line in said), said
+    assert all("left of a planned 2 min 00 s" in line for line in said if "rank 0" in line)
+
+
+def test_a_selftest_row_says_it_is_running_and_what_its_session_last_said(tmp_path, capsys):
+    log = tmp_path / "selftest-session.log"
+    log.write_text("collected 12 items\nharness: launch x-g1: 40 s in; case 1/2 tiny_bert fp32 weak, rank 0 "
+                   "measure for 9 s; about 1 min 05 s left of a planned 1 min 45 s\n....\n")
+    assert last_progress_line(log).startswith("harness: launch x-g1: 40 s in")
+    with row_progress("[2/5] foreign_load", log, timeout_s=900, period_s=0.2):
+        time.sleep(0.7)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 2
+    assert lines[0].startswith("[2/5] foreign_load still running: 0 s of at most 900 s; the session: launch x-g1: 40 s")
+    assert last_progress_line(tmp_path / "missing.log") == ""
+
+
+@pytest.mark.parametrize("value", [None])
+def test_the_heartbeat_period_is_at_most_30_s(value):
+    assert heartbeat.HEARTBEAT_S <= 30
+    assert Heartbeat(Path("."), "r", started=0.0, period_s=value).period_s == heartbeat.HEARTBEAT_S
