@@ -26,7 +26,8 @@ from test_report import H200_RUN, _test, contract_copy
 pytest_plugins = ["pytester"]
 
 BOUNDS = CaseBounds(model="resnet50", precision="bf16", batch_size_per_gpu=256, source="measured X",
-                    min_samples_per_sec_per_gpu={1: 4000.0, 2: 4000.0, 4: 4000.0}, min_weak_efficiency={2: 0.96, 4: 0.96},
+                    min_samples_per_sec_per_gpu={1: 4000.0, 2: 4000.0, 4: 4000.0},
+                    min_weak_efficiency={2: 0.96, 4: 0.96},
                     min_gpu_uniformity={2: 0.978, 4: 0.978})
 STATS = StepTimeStats(mean_ms=55.0, median_ms=55.0, p95_ms=56.0, p99_ms=57.0, cv=0.004, steps=50)
 

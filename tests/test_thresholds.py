@@ -316,7 +316,8 @@ def test_key_in_the_wrong_section_says_where_it_belongs(tmp_path):
 
 
 def test_renamed_key_from_the_design_sketch(tmp_path):
-    problem = only_problem(tmp_path, edited("min_samples_per_sec_per_gpu = { 1 = 2000 }", "min_throughput_per_gpu = { 1 = 2000 }"))
+    problem = only_problem(tmp_path, edited("min_samples_per_sec_per_gpu = { 1 = 2000 }",
+                                            "min_throughput_per_gpu = { 1 = 2000 }"))
     assert problem.endswith("did you mean min_samples_per_sec_per_gpu?")
 
 

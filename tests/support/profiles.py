@@ -9,7 +9,8 @@ from harness.definitions import DEFINITIONS
 CPU_TEST_PROFILE_NAME = "cpu-test"
 
 
-DEFINITIONS_OF_TODAY = ("[definitions]", *(f'{family} = "{definition.id}"' for family, definition in DEFINITIONS.items()))
+DEFINITIONS_OF_TODAY = ("[definitions]",
+                        *(f'{family} = "{definition.id}"' for family, definition in DEFINITIONS.items()))
 """A test profile's bounds are of the definitions this harness measures (harness/definitions.py)."""
 
 
