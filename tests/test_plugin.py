@@ -92,18 +92,19 @@ def test_cases_come_from_the_profile_and_too_large_counts_are_skipped(suite):
 def test_baseline_is_measured_once_when_only_larger_counts_are_selected(suite):
     run, launcher, _ = suite
     run("--gpus", "2").assert_outcomes(passed=1)
-    assert launcher.calls == ["tiny_bert-bf16-weak-2gpu", "tiny_bert-bf16-weak-1gpu"]
+    # One launch: the 1-GPU reference first, the 2-GPU case right after it (issue 27: close in time).
+    assert launcher.calls == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"]
 
 
 def test_an_impossible_threshold_fails_with_measured_vs_bound(suite):
     run, _, thresholds = suite
     (thresholds / "cpu-test.toml").write_text(PROFILE.format(min_tp=1_000_000))
     result = run()
-    result.assert_outcomes(failed=2, skipped=1)
+    # The 1-rank rate misses; the 2-rank case is judged by its efficiency, not by a 1-rank floor stretched to 2.
+    result.assert_outcomes(failed=1, passed=1, skipped=1)
     result.stdout.fnmatch_lines([
-        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 1 rank)*",
-        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 2 ranks)*",
-    ])
+        "*per-GPU throughput 100.0 sequences/s < 1,000,000.0 sequences/s (cpu-test, tiny_bert bf16, 1 rank)*"])
+    assert "(cpu-test, tiny_bert bf16, 2 ranks)" not in result.stdout.str()
 
 
 def test_reports_land_in_the_run_directory(suite, pytester):
@@ -119,8 +120,9 @@ def test_reports_land_in_the_run_directory(suite, pytester):
     assert report["harness"]["profile"]["name"] == "cpu-test"
     assert len(report["harness"]["profile"]["sha256"]) == 64
     passed = [t for t in report["tests"] if t["outcome"] == "passed"]
-    checks = {c["name"] for c in passed[1]["metadata"]["harness"]["checks"]}
-    assert {"run completed", "per-GPU throughput", "weak-scaling efficiency"} <= checks
+    names = [{c["name"] for c in test["metadata"]["harness"]["checks"]} for test in passed]
+    assert {"run completed", "per-GPU throughput"} <= names[0]
+    assert {"run completed", "weak-scaling efficiency"} <= names[1]
     session = json.loads((run_dir / "session.json").read_text())
     assert session["exitstatus"] == 0 and not session["interrupted"]
 
@@ -203,8 +205,9 @@ def test_the_cases_of_one_gpu_count_share_a_launch_and_keep_their_own_verdicts(s
     two_precision_profile(thresholds)
     result = run("-v")
     result.assert_outcomes(passed=4, skipped=2)
-    assert launcher.groups == [["tiny_bert-bf16-weak-1gpu", "tiny_bert-fp32-weak-1gpu"],
-                               ["tiny_bert-bf16-weak-2gpu", "tiny_bert-fp32-weak-2gpu"]]
+    # One launch for the node, model and precision by model and precision, each reference before its DDP case.
+    assert launcher.groups == [["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu",
+                                "tiny_bert-fp32-weak-1gpu", "tiny_bert-fp32-weak-2gpu"]]
     runs = pytester.path / "reports" / "latest" / "runs"
     assert len(list(runs.iterdir())) == 4  # each case still has its own record
 
@@ -223,8 +226,8 @@ def test_a_group_brings_the_baselines_its_gpu_count_needs(suite):
     run, launcher, thresholds = suite
     two_precision_profile(thresholds)
     run("--gpus", "2").assert_outcomes(passed=2)
-    assert launcher.groups == [["tiny_bert-bf16-weak-2gpu", "tiny_bert-fp32-weak-2gpu"],
-                               ["tiny_bert-bf16-weak-1gpu", "tiny_bert-fp32-weak-1gpu"]]
+    assert launcher.groups == [["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu",
+                                "tiny_bert-fp32-weak-1gpu", "tiny_bert-fp32-weak-2gpu"]]
 
 
 def test_repeats_judge_the_median_run(suite, pytester):
@@ -273,16 +276,17 @@ def test_a_bad_option_value_is_a_usage_error_naming_the_option(suite, args, mess
     assert launcher.calls == []
 
 
-def test_compiling_launches_the_widest_gpu_count_first_so_the_narrower_ones_find_the_cache(suite):
-    # Inductor's cache key holds the device index: the 2-GPU launch compiles for cuda:0 and cuda:1 at
-    # once, and the 1-GPU baseline after it finds cuda:0's graphs. Each test keeps its own verdict.
+def test_compiling_runs_the_reference_on_every_gpu_first_so_the_wider_cases_find_the_cache(suite):
+    # Inductor's cache key holds the device index: the 1-GPU reference runs on every GPU at once and
+    # compiles for each, and the DDP cases after it in the same launch find the graphs. Each test keeps
+    # its own verdict, in the order pytest runs them (the widest first when compiling).
     run, launcher, _ = suite
     result = run("-v", "--gpus", "1,2", "--harness-compile")
     result.assert_outcomes(passed=2)
-    assert launcher.calls == ["tiny_bert-bf16-weak-2gpu", "tiny_bert-bf16-weak-1gpu"]
+    assert launcher.calls == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"]
     result.stdout.fnmatch_lines(["*tiny_bert-bf16-2gpu? PASSED*", "*tiny_bert-bf16-1gpu? PASSED*"])
     launcher.calls.clear()
-    run("--gpus", "1,2").assert_outcomes(passed=2)  # eager: narrowest first, as before
+    run("--gpus", "1,2").assert_outcomes(passed=2)
     assert launcher.calls == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"]
 
 
@@ -310,14 +314,15 @@ def test_each_case_result_carries_its_case_resolved_bounds_and_check_keys(suite,
                                  "gpus": 2, "nodes": 1, "world_size": 2, "scaling": "weak"}
     bounds = result["bounds"]
     assert bounds["min_weak_efficiency"] == {"2": 0.5}  # GPU-count keys as JSON strings
-    assert (bounds["min_samples_per_sec_per_gpu"], bounds["batch_size_per_gpu"]) == (50.0, 4)
-    assert (bounds["max_step_time_cv"], bounds["max_straggler_ratio"]) == (0.5, 1.5)  # from [defaults]
+    assert (bounds["min_samples_per_sec_per_gpu"], bounds["batch_size_per_gpu"]) == ({"1": 50.0, "2": 50.0}, 4)
+    assert (bounds["max_step_time_cv"], bounds["max_straggler_ratio"]) == ({"1": 0.5, "2": 0.5}, {"2": 1.5})
     assert bounds["source"].startswith("test bounds")
     assert result["bounds_inherited"] == ["max_step_time_cv", "max_straggler_ratio"]
     keys = {check["key"]: check["name"] for check in result["checks"]}
-    assert {"run_completed": "run completed", "throughput_per_gpu": "per-GPU throughput",
-            "weak_efficiency": "weak-scaling efficiency", "straggler_ratio": "straggler ratio (slowest/fastest rank)",
-            "step_time_cv": "step-time CV"}.items() <= keys.items()
+    assert {"run_completed": "run completed", "weak_efficiency": "weak-scaling efficiency",
+            "straggler_ratio": "straggler ratio (slowest/fastest rank)", "step_time_cv": "step-time CV"}.items() <= (
+        keys.items())
+    assert "throughput_per_gpu" not in keys  # a 2-GPU case is judged by its efficiency
     report = json.loads((pytester.path / "reports" / "latest" / "report.json").read_text())
     attached = next(t for t in report["tests"] if t["nodeid"].endswith("[tiny_bert-bf16-2gpu]"))
     assert attached["metadata"]["harness"]["bounds"] == bounds
