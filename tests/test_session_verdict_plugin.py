@@ -256,8 +256,8 @@ def test_a_healthy_gpu_node_passes_in_full_and_is_signed_off(h100_node):
     assert verdict["headline"] == "PASS — full: 10 profile cases of this node"
 
 
-def test_the_shipped_h100_profile_leaves_a_1gpu_node_incomplete_naming_the_unmeasured_shape(h100_session,
-                                                                                             monkeypatch):
+def test_the_shipped_h100_profile_leaves_a_1gpu_node_incomplete_naming_the_unmeasured_shape(
+        h100_session, monkeypatch):  # noqa: F811 - the fixture imported above
     """Its bounds were fitted on 4-GPU nodes: a 1-GPU node's cases are not evaluated, never judged against
     a 4-GPU figure, and the session is INCOMPLETE, not a PASS."""
     run_session, _, root = h100_session
