@@ -96,7 +96,7 @@ def test_the_plan_holds_every_default_resolved(tmp_path):
     case = _planned_case(prepare_launch(_spec(warmup_seconds=2.0, measure_seconds=3.0), tmp_path, "r"))
     assert (case.warmup_seconds, case.max_warmup_seconds, case.measure_seconds) == (2.0, 2 * 2.0 + 5, 3.0)
     assert (case.warmup_block_steps, case.compute_probe_steps, case.min_warmup_steps, case.min_measure_steps) == (
-        5, 10, 10, 20)
+        5, 5, 10, 20)
 
 
 def test_a_worker_refuses_anything_but_a_plan(tmp_path):

@@ -79,7 +79,7 @@ def test_each_finished_case_prints_its_verdict_then_what_runs_next(suite):  # no
         "per-GPU throughput 100.0 sequences/s >= 50.000 sequences/s",
         "harness: next test_weak_scaling[[]tiny_bert-bf16-2gpu[]]; 1 test left, about * s (* s per test so far)",
         "harness: [[]2/2[]] PASS test_weak_scaling[[]tiny_bert-bf16-2gpu[]] in * s: "
-        "per-GPU throughput 100.0 sequences/s >= 50.000 sequences/s",
+        "weak-scaling efficiency 1.000 >= 0.500",
     ])
     assert "harness: next" not in result.stdout.str().split("[2/2]")[1]
 
