@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness.checks.gpu_state import GpuStateInput
+from harness.checks.gpu_state import UNKNOWN_UUID, GpuStateInput
 from harness.checks.verdict import Check
 from harness.launch import slurm
 from harness.launch.cleanup import session_owner
@@ -200,7 +200,7 @@ class RemoteGpuState:
         measured windows, to name the case a fault on that node fell in)."""
         end = self.finish()
         gpus = {int(g["index"]): g for g in self.start.get(node, {}).get("gpus", [])}
-        uuid = str(gpus[index]["uuid"]) if index in gpus else "UUID unknown"
+        uuid = str(gpus[index]["uuid"]) if index in gpus else UNKNOWN_UUID
         why = self.problem(node, "start") or self.problem(node, "end")
         if why is None and index not in gpus:
             shown = ", ".join(str(i) for i in sorted(gpus)) or "none"
