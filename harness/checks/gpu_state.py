@@ -75,8 +75,9 @@ class GpuStateInput:
 def _check(key: str, name: str, passed: bool | None, note: str, *, source: str, measured: float | None = None,
            bound: float | None = None, unit: str = "", comparison: str = "==",
            locations: tuple[Location, ...] = ()) -> Check:
-    return Check(key=key, name=name, kind="health", measured=measured, bound=bound, unit=unit,  # type: ignore[arg-type]
-                 comparison=comparison, passed=passed, note=note, source=source, locations=locations)
+    return Check(key=key, name=name, kind="health", measured=measured, bound=bound, unit=unit,
+                 comparison=comparison, passed=passed, note=note, source=source,  # type: ignore[arg-type]
+                 locations=locations)
 
 
 def _source(bounds: GpuStateBounds | None) -> str:

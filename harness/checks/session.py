@@ -378,9 +378,9 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
     if facts.level != "standard":
         parts[0] += f" at level {facts.level}"
     if verdict == "FAIL":
-        shown = max(HEADLINE_CAUSES, sum(1 for c in causes if is_direct(c.key)))
-        parts.append("; ".join(c.text() for c in causes[:shown]) + (f"; {len(causes) - shown} more causes"
-                                                                     if len(causes) > shown else ""))
+        told = max(HEADLINE_CAUSES, sum(1 for c in causes if is_direct(c.key)))
+        parts.append("; ".join(c.text() for c in causes[:told]) + (f"; {len(causes) - told} more causes"
+                                                                    if len(causes) > told else ""))
     elif verdict == "INCOMPLETE":
         if not_run:
             shown = ", ".join(f"{n['name']} ({n['reason']})" for n in not_run[:2])

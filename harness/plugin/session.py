@@ -25,6 +25,7 @@ import pytest
 
 from harness.cases import CaseId
 from harness.checks import verdict
+from harness.checks.straggler import name_straggler
 from harness.launch.cleanup import Orphan, find_orphans, stop_orphans
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
 from harness.node.cpu_features import native_bf16_flag
@@ -86,7 +87,7 @@ class HarnessSession:
             raise RuntimeError(f"{case.key}: profile {self.profile.name} has no bounds for this case")
         record, baseline = self.cases.record_and_baseline(case)
         judge = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
-        checks = judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note())
+        checks = name_straggler(judge(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()), record)
         return CaseResult(case=case, record=record, checks=checks,
                           baseline_run_id=baseline.run_id if baseline is not None else None,
                           context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),
