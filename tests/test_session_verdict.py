@@ -7,8 +7,11 @@ import pytest
 
 from harness.checks.session import (CPU_SELF_CHECK, EXIT_INCOMPLETE, NOT_A_SIGN_OFF, SessionFacts, SelectedTest,
                                     directness, from_dict, judge_session, required_tests)
+from harness.plugin.outcomes import _synchronised
+from harness.plugin.results import CaseResult
 from harness.profile.load import load_profile
 from harness.results.location import Location
+from test_records import full_record
 
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
 
@@ -339,3 +342,14 @@ def test_a_stored_verdict_is_read_back_and_a_damaged_one_is_not_recorded():
     verdict = judge_session([passed(n) for n in REQUIRED], facts(REQUIRED)).to_dict()
     assert from_dict(verdict) == verdict
     assert from_dict({"verdict": "MAYBE"}) is None and from_dict(None) is None
+
+
+def test_a_ddp_case_s_result_is_synchronised_and_an_independent_run_is_not():
+    def result(**record):
+        return CaseResult(case=SimpleNamespace(), record=full_record(**record), checks=[],  # type: ignore[arg-type]
+                          baseline_run_id=None, context="", log_dir=Path("."))
+
+    assert _synchronised(result(world_size=4)) is True
+    assert _synchronised(result(world_size=1, independent=True)) is False
+    assert _synchronised(result(world_size=4, independent=True)) is False
+    assert _synchronised(None) is False
