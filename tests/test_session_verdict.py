@@ -305,8 +305,25 @@ def test_a_ddp_symptom_without_a_direct_cause_is_the_nodes():
     assert judge_session([alone], facts([])).causes[0].text() == "throughput_per_gpu ×1, on GPU 1"
 
 
+def test_in_a_run_where_each_gpu_works_alone_a_symptom_stays_on_its_own_gpu():
+    """As main's harness selftest read on 4 x H100 (2026-11-27): the foreign load on GPU 0 of the 1-GPU case,
+    headlined "throughput_per_gpu ×1, on GPU 0 …; step_time_cv ×1 (…); 2 more causes", the pid cut off."""
+    alone = SelectedTest(name="test_weak_scaling[resnet50-fp16-1gpu]", outcome="failed", checks=(
+        check("throughput_per_gpu", False, "", gpu(0, "GPU-99", rank=0)),
+        check("gpu_uniformity", False, "", gpu(0, "GPU-99", rank=0)),
+        check("step_time_cv", False),
+        check("power_fraction_of_limit", False, "", gpu(1, "GPU-7a")),
+        check("foreign_processes", False, "", gpu(0, "GPU-99", pid=959, detail="python3"))))
+    verdict = judge_session([alone], facts([]))
+    assert [c.key for c in verdict.causes] == ["foreign_processes", "gpu_uniformity", "throughput_per_gpu",
+                                               "step_time_cv", "power_fraction_of_limit"]
+    assert "foreign_processes ×1, on pid 959 (python3) on GPU 0 (UUID GPU-99)" in verdict.headline
+    assert {c.key: c.where for c in verdict.causes}["power_fraction_of_limit"] == ("GPU 1 (UUID GPU-7a) ×1",)
+
+
 def test_a_hidden_gpu_is_named_in_the_headline():
-    """Seen on 4 x H200: CUDA_VISIBLE_DEVICES=0,1,2 headlined "gpu_count ×1, on GPU 0"."""
+    """Seen on 4 x H200 and on 4 x H100 (main's harness selftest, 2026-11-27): CUDA_VISIBLE_DEVICES=0,1,2
+    headlined "gpu_count ×1, on GPU 0 (UUID …)"."""
     shape = SelectedTest(name="test_node_shape", outcome="failed", checks=(
         check("gpu_count", False, "3 usable, 4 expected; usable: GPU 0 GPU-00 …; hidden by CUDA_VISIBLE_DEVICES: "
               "GPU 3 GPU-33", gpu(3, "GPU-33", detail="hidden by CUDA_VISIBLE_DEVICES")),))

@@ -74,9 +74,9 @@ DIRECT_CAUSES: tuple[tuple[str, ...], ...] = (
 XID, the missing GPU, the GPU's state, the straggler). They head the session's causes."""
 SYMPTOMS = ("throughput_per_gpu", "weak_efficiency", "strong_efficiency", "gpu_utilization",
             "power_fraction_of_limit", "step_time_cv", "allreduce_busbw")
-"""Check keys that show a cost, not its cause: they follow every other cause. In a case where a direct
-cause names a GPU they are put on that GPU; under DDP (every rank waits for the slowest) on the node
-when none is named, never on the GPU a note happened to list first."""
+"""Check keys that show a cost, not its cause: they follow every other cause. Under DDP (every rank waits
+for the slowest) they are put on the GPU a direct cause of the same case names, else on the node, never
+on the GPU a check happened to list first."""
 HEADLINE_CAUSES = 3
 """Causes the headline shows at least; every direct cause is shown, however many."""
 
@@ -362,13 +362,12 @@ def _gpus_blamed(failed: list[dict]) -> tuple[Location, ...]:
 
 def _attributed(key: str, own: tuple[Location, ...], blamed: tuple[Location, ...],
                 synchronised: bool) -> tuple[Location, ...]:
-    """Where a failure is put: a symptom on the GPUs a direct cause of the same test names, else under
-    DDP on the node (no place: the ranks' figures wait for each other); everything else where it says."""
-    if key not in SYMPTOMS:
+    """Where a failure is put: under DDP a symptom is on the GPUs a direct cause of the same test names,
+    else on the node (no place: every rank's figures wait for the slowest); in a run where each GPU works
+    alone, and for every other key, where the check says."""
+    if key not in SYMPTOMS or not synchronised:
         return own
-    if blamed:
-        return blamed
-    return () if synchronised else own
+    return blamed
 
 
 def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[dict], judged: bool,
