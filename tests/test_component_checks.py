@@ -12,6 +12,7 @@ from harness.launch.components import CPU_SIZES, ComponentsSpec, run_components
 from harness.launch.spec import LaunchSettings
 from harness.profile.bounds import ComponentBounds
 from harness.profile.load import ThresholdError, load_profiles
+from harness.results.location import Location
 from harness.workloads.components import arith
 from support.profiles import cpu_test_profile
 
@@ -102,6 +103,7 @@ def test_gemm_below_its_bound_fails_naming_the_gpu_and_the_fraction_of_peak():
     bf16, tf32 = found
     assert (bf16.key, bf16.passed, bf16.measured, bf16.bound) == ("gemm_bf16", False, 600.0, 650.0)
     assert f"GPU 3 ({UUID})" in bf16.note and "60.7% of the datasheet 989" in bf16.note
+    assert bf16.locations == tf32.locations == (Location(gpu_index=3, gpu_uuid=UUID, rank=3),)
     assert tf32.passed is None and "no gemm_tf32 bound" in tf32.note and "76.8% of the datasheet 494.7" in tf32.note
 
 
@@ -174,6 +176,8 @@ def test_peer_checks_name_the_pair_and_the_slowest_pair_of_the_node():
     slow_bw, slow_latency = checks.peer_checks(pairs, 0, 2, bounds(min_peer_gbps=300.0, max_peer_latency_us=20.0),
                                                no_bounds="x")
     assert slow_bw.passed is False and "no peer access" in slow_bw.note
+    assert slow_bw.locations == slow_latency.locations == (Location(gpu_index=0, gpu_uuid="GPU-0"),
+                                                           Location(gpu_index=2, gpu_uuid="GPU-2"))
     assert (ok_latency.passed, slow_latency.passed, slow_latency.comparison) == (True, False, "<=")
     missing = checks.peer_checks(pairs, 1, 2, None, no_bounds="x")
     assert missing[0].kind == "sanity" and missing[0].passed is False and "GPU 1 -> GPU 2" in missing[0].note

@@ -9,8 +9,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADER = {"hardware": {"gpus": [{"index": 0, "uuid": "GPU-aaa"}, {"index": 1, "uuid": "GPU-bbb"}]}}
 
 
-def check(key, passed, measured=None, unit="", note=""):
-    return {"key": key, "passed": passed, "measured": measured, "unit": unit, "note": note}
+def check(key, passed, measured=None, unit="", note="", locations=()):
+    return {"key": key, "passed": passed, "measured": measured, "unit": unit, "note": note,
+            "locations": list(locations)}
 
 
 def result_of(nodeid, checks, **components):
@@ -30,7 +31,8 @@ TESTS = [
     SessionTest(nodeid="test_gpu_state.py::test_gpu_state[gpu1]", outcome="failed",
                 harness={"checks": [check("power_limit", False, 500.0, "W")], "gpu_state": {"index": 1}}),
     SessionTest(nodeid="test_scaling.py::test_weak_scaling[resnet50-bf16-2gpu]", outcome="failed",
-                harness={"checks": [check("gpu_uniformity", False, 0.8, note="GPU 1 (GPU-bbb) 0.80 of the median")]}),
+                harness={"checks": [check("gpu_uniformity", False, 0.8, note="GPU 0 is the median; GPU 1 0.80 of it",
+                                          locations=[{"gpu_index": 1, "gpu_uuid": "GPU-bbb", "rank": 1}])]}),
 ]
 
 

@@ -14,6 +14,7 @@ from harness.node.processes import descends_from, parent_pid
 from harness.node.xid import XidEvent
 from harness.plugin.gpu_state import GpuStateRunner
 from harness.plugin.results import CaseResult
+from harness.results.location import Location
 from support.fake_nvml import UUIDS, fake_nvml
 from support.sampling import drive
 from test_records import full_record
@@ -43,6 +44,8 @@ def test_a_process_that_appears_mid_window_fails_naming_pid_name_memory_and_gpu(
     check = checks_of(summary)["foreign_processes"]
     assert check.passed is False and check.kind == "health"
     assert f"GPU 1 ({UUIDS[1]}): pid {NOT_A_PID} (not visible from this PID namespace, 10,240 MiB" in check.note
+    assert check.locations == (Location(gpu_index=1, gpu_uuid=UUIDS[1], pid=NOT_A_PID,
+                                        detail="not visible from this PID namespace"),)
     assert nvml.calls.count("nvmlDeviceGetComputeRunningProcesses") < 30 * 2  # listed about once a second
 
 

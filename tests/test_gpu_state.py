@@ -19,6 +19,7 @@ from harness.plugin.gpu_state import NO_GPU_REASON, GpuStateRunner, gpu_state_pa
 from harness.profile.bounds import GpuStateBounds
 from harness.profile.load import ThresholdError, load_profile
 from harness.profile.schema import GPU_STATE_KEYS
+from harness.results.location import Location
 from support.hardware import make_hardware
 from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, fake_nvml
 from support.profiles import cpu_test_profile
@@ -140,6 +141,7 @@ def test_nvlink_counters_rising_beyond_the_bound_fail_naming_gpu_and_link():
     end = fake_nvml(1, nvlink_errors={(3, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT): 40})
     check = judge(fake_nvml(1), end, bounds=bounded)["nvlink_errors"]
     assert check.passed is False and f"GPU 0 ({UUIDS[0]}): link 3 crc_flit errors +40 > 5 allowed" in check.note
+    assert check.locations == (Location(gpu_index=0, gpu_uuid=UUIDS[0], link=3),)
     small = fake_nvml(1, nvlink_errors={(3, pynvml.NVML_NVLINK_ERROR_DL_REPLAY): 2})
     assert judge(fake_nvml(1), small, bounds=bounded)["nvlink_errors"].passed is True
     unbounded = judge(fake_nvml(1), end, bounds=STRICT)["nvlink_errors"]
@@ -149,6 +151,20 @@ def test_nvlink_counters_rising_beyond_the_bound_fail_naming_gpu_and_link():
 def test_a_link_that_goes_down_fails_and_missing_nvlink_needs_the_profile_s_word():
     check = judge(fake_nvml(1), fake_nvml(1, nvlinks=17), bounds=STRICT)["nvlink_errors"]
     assert check.passed is False and "link 17 went down during the session" in check.note
+    assert [location.link for location in check.locations] == [17]
+
+
+def test_every_gpu_state_check_names_its_gpu_and_an_xid_its_number():
+    event = {"xid": 79, "meaning": "GPU has fallen off the bus", "time": 1000.0}
+    checks = judge(h100_vm(), node="gpu02", xid_events=[event])
+    gpu = Location(node="gpu02", gpu_index=0, gpu_uuid=UUIDS[0])
+    assert {key: c.locations for key, c in checks.items() if key != "xid_events"} == {
+        key: (gpu,) for key in checks if key != "xid_events"}
+    assert checks["xid_events"].passed is False
+    assert checks["xid_events"].locations == (Location(node="gpu02", gpu_index=0, gpu_uuid=UUIDS[0], xid=79,
+                                                       detail="GPU has fallen off the bus"),)
+    assert checks["xid_events"].locations[0].text() == (f"XID 79 (GPU has fallen off the bus) on GPU 0 of node gpu02 "
+                                                        f"(UUID {UUIDS[0]})")
     assert judge(h100_vm(), bounds=STRICT)["nvlink_errors"].passed is False
 
 

@@ -248,6 +248,8 @@ def test_each_topology_miss_names_the_gpu_or_the_pair(tmp_path):
     assert checks["PCIe link generation under load"].passed is True
     width = checks["PCIe link width under load"]
     assert width.passed is False and width.note == f"GPU 0 ({UUIDS[0]}): x8 (the slot allows x16)"
+    assert [[(loc.gpu_index, loc.gpu_uuid) for loc in c.locations] for c in (links, p2p, width)] == [
+        [(2, UUIDS[2])], [(1, UUIDS[1]), (3, UUIDS[3])], [(0, UUIDS[0])]]
 
 
 def test_pcie_without_a_reading_under_load_is_not_evaluated():

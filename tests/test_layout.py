@@ -108,3 +108,37 @@ def test_the_launcher_side_imports_no_torch(module):
         torch = sorted(i for i in imports if i.split(".")[0] == "torch")
         assert not torch, f"{module} imports {torch[0]} at module level (through {name})"
         todo.extend(i for i in imports if i in MODULES)
+
+
+GROUND_FLOOR = "harness.results"
+"""Typed results every stage shares (issue 29): they import nothing else of the harness."""
+
+
+def test_the_ground_floor_imports_nothing_else_of_the_harness():
+    found = {name: sorted(i for i in _top_level_imports(path, name) if not i.startswith(GROUND_FLOOR))
+             for name, path in MODULES.items() if name.startswith(GROUND_FLOOR)}
+    late = {name: sorted(node.module or "" for node in ast.walk(ast.parse(path.read_text()))
+                         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness")
+                         and not (node.module or "").startswith(GROUND_FLOOR))
+            for name, path in MODULES.items() if name.startswith(GROUND_FLOOR)}
+    assert found and not any(found.values()) and not any(late.values()), (found, late)
+
+
+JUDGING = ("harness/checks/", "harness/report/")
+LOCATION_WORDS = ("GPU", "pid", "XID", "link", "rank", "node")
+
+
+def test_no_judge_or_report_reads_a_location_out_of_prose():
+    """Where a check failed is its ``locations``: no regular expression in checks/ or report/ may look for a
+    GPU, a pid, an XID, a link, a rank or a node in a note (the wrong-GPU headline of issue 27 came from one)."""
+    offenders = []
+    for name, path in MODULES.items():
+        if not str(path.relative_to(PACKAGE.parent)).startswith(JUDGING):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                    and any(word in node.args[0].value for word in LOCATION_WORDS)):
+                offenders.append(f"{name}:{node.lineno}: re.{node.func.attr}({node.args[0].value!r})")
+    assert not offenders, offenders

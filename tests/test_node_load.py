@@ -12,6 +12,7 @@ import pytest
 from harness.checks.node_load import case_windows, load_foreign_check, load_throttling_check
 from harness.node import load_watch
 from harness.node.load_watch import LoadWatch
+from harness.results.location import Location
 from support.fake_nvml import UUIDS, fake_nvml
 
 OWNER = "4242:1000"
@@ -193,6 +194,9 @@ def test_foreign_processes_name_pid_memory_time_and_case():
     check = load_foreign_check("node n2: GPU 0", record(foreign_processes=[process]), "", WINDOWS)
     assert check.passed is False and "pid 31337 (python3, 10,240 MiB, seen " in check.note
     assert check.note.endswith("during resnet50 bf16 x16 GPUs)")
+    at = Location(node="n2", gpu_index=0, gpu_uuid="GPU-x")
+    placed = load_foreign_check("node n2: GPU 0", record(foreign_processes=[process]), "", WINDOWS, at)
+    assert placed.locations == (Location(node="n2", gpu_index=0, gpu_uuid="GPU-x", pid=31337, detail="python3"),)
     blind = load_foreign_check("GPU 0", record(loaded_samples=0), "")
     assert blind.passed is None and "NVML cannot see this node's processes" in blind.note
     assert load_foreign_check("GPU 0", record(), "").passed is True

@@ -11,6 +11,7 @@ from harness.node.hardware import TorchCuda, detect
 from harness.node.presence import NvidiaPresence
 from harness.node.shape import ExpectedGpus, expected_gpus, node_shape_checks
 from harness.profile.load import ThresholdError, load_profile
+from harness.results.location import Location
 from support.fake_nvml import UUIDS, fake_nvml
 from support.profiles import cpu_test_profile
 from test_plugin import suite  # noqa: F401 - a fixture this module's sessions start from
@@ -111,6 +112,7 @@ def test_a_gpu_hidden_by_cuda_visible_devices_fails_naming_it(four_h200) -> None
     assert f"hidden by CUDA_VISIBLE_DEVICES='0,1,2': GPU 3 {UUIDS[3]} (PCI 00000000:1B:00.0)" in check.note
     assert f"NVML sees 4 GPU(s); usable: GPU 0 {UUIDS[0]} (PCI 00000000:18:00.0), GPU 1" in check.note
     assert "state it with --expect-gpus N" in check.note
+    assert check.locations == (Location(gpu_index=3, gpu_uuid=UUIDS[3], detail="hidden by CUDA_VISIBLE_DEVICES"),)
 
 
 def test_a_stated_partial_node_passes_with_the_rest_hidden(four_h200) -> None:
@@ -124,6 +126,9 @@ def test_a_gpu_only_on_the_pci_bus_fails_naming_its_bus_id(four_h200) -> None:
     check = checks_of(four_h200(), presence, shapes=(8,))["gpu_count"]
     assert check.passed is False and check.bound == 8.0
     assert "on the PCI bus but not seen by NVML: 0000:df:00.0" in check.note
+    # A node of 8 showing 4: the indices with no GPU are named (NVML cannot say which bus is which).
+    assert [(loc.gpu_index, loc.detail) for loc in check.locations] == [(i, "not seen by NVML") for i in range(4, 8)]
+    assert "missing GPU 4, 5, 6, 7 (not seen by NVML)" in check.note
 
 
 def test_more_gpus_than_any_shape_fail_the_node_shape(four_h200) -> None:

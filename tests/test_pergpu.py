@@ -16,6 +16,7 @@ from harness.launch.benchmark import run_benchmark
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.profile.bounds import CaseBounds
 from harness.records import RankStats, StepTimeStats, Versions
+from harness.results.location import Location
 from harness.report.render import build_report
 from harness.workloads.ddp_record import build_record
 from harness.workloads.models import MODELS
@@ -60,6 +61,7 @@ def test_per_gpu_throughput_fails_on_the_slowest_gpu_and_names_it():
     assert check.measured == 3900.0  # the slowest GPU's rate, not the median (4610) nor the mean
     assert "GPU 2 (GPU-uuid-2) 3,900.0 images/s" in check.note
     assert "GPU 0" not in check.note  # only the GPUs that missed are listed
+    assert check.locations == (Location(gpu_index=2, gpu_uuid="GPU-uuid-2", rank=2),)
 
 
 def test_per_gpu_throughput_passes_showing_the_slowest_gpu():
@@ -92,6 +94,7 @@ def test_uniformity_fails_naming_the_slow_gpu_and_its_fraction():
     assert check.passed is False
     assert check.measured == pytest.approx(4370.0 / 4605.0)
     assert "GPU 2 (GPU-uuid-2) 4,370.0 images/s (0.949 of the median)" in check.note
+    assert [location.gpu_index for location in check.locations] == [2]
     assert check.kind == "health" and check.bound == 0.978 and check.source == "measured X"
 
 

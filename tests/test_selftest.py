@@ -40,12 +40,19 @@ def _rows(profile_name: str, visible: int, node: int) -> dict[str, RowSpec]:
     return {row.key: row for row in rows}
 
 
-def _session(*checks: dict, overrides: list | None = None, verdict: str | None = "FAIL") -> dict:
+NAMED_HEADLINE = ("FAIL — partial: 1 of 15 profile cases; foreign_processes ×1, on pid 4242 (python) on GPU 1 "
+                  "(UUID GPU-2222); throughput_per_gpu ×1, on GPU 1 (UUID GPU-2222)")
+"""What the 2-GPU rows' sessions headline when they name the right GPU (the last one) and the pid."""
+
+
+def _session(*checks: dict, overrides: list | None = None, verdict: str | None = "FAIL",
+             headline: str = NAMED_HEADLINE) -> dict:
     session: dict = {"results": {"acceptance/test_x.py::test_x[a]": {"checks": list(checks)}}}
     if overrides is not None:
         session["overrides"] = overrides
     if verdict is not None:
-        session["session_verdict"] = {"verdict": verdict, "scope": "partial: 1 of 15 profile cases"}
+        session["session_verdict"] = {"verdict": verdict, "scope": "partial: 1 of 15 profile cases",
+                                      "headline": headline}
     return session
 
 
@@ -146,6 +153,31 @@ def test_a_caught_foreign_load_names_its_pid():
     assert outcome.failed_keys == ["foreign_processes", "throughput_per_gpu"] and outcome.verdict == "FAIL"
 
 
+def test_the_foreign_load_runs_on_the_last_gpu_of_the_largest_ddp_case_the_node_can_run():
+    four = _rows("h200", visible=4, node=4)["foreign_load"]
+    assert four.pytest_args[-2:] == ("--harness-gpus", "4") and four.foreign_load.gpu_uuid == UUIDS[3]
+    assert four.headline_tokens == ("GPU 3",) and "GPU 3 of the 4-GPU DDP case" in four.injected
+    three = _rows("h200", visible=3, node=3)["foreign_load"]  # no 3-GPU case: the 2-GPU one, on its GPU 1
+    assert three.pytest_args[-2:] == ("--harness-gpus", "2") and three.foreign_load.gpu_uuid == UUIDS[1]
+    one = _rows("h100-80gb", visible=1, node=1)["foreign_load"]
+    assert one.pytest_args[-2:] == ("--harness-gpus", "1") and one.headline_tokens == ("GPU 0",)
+
+
+def test_a_foreign_load_named_in_the_notes_but_not_the_headline_fails_the_row():
+    """Seen on 4 x H200: the notes named the pid on GPU 2, the headline said "throughput_per_gpu ×1, on GPU 0"."""
+    spec = GPU_ROWS["foreign_load"]
+    checks = (_check("throughput_per_gpu", False, "slowest GPU 0 (GPU-0000)"),
+              _check("foreign_processes", False, "GPU 1 (GPU-2222): pid 4242 (python, 2.1 GiB)", "health"))
+    wrong = "FAIL — partial: 1 of 15 profile cases; throughput_per_gpu ×1, on GPU 0 (UUID GPU-0000); 1 more causes"
+    outcome = judge(spec, RowRun(exit_code=1, session=_session(*checks, headline=wrong), cause_tokens=("4242",)))
+    assert not outcome.ok and outcome.cause_named and outcome.headline_named is False
+    assert "headline blames the wrong place" in outcome.summary and "missing: GPU 1, 4242" in outcome.summary
+    no_pid = "FAIL — partial: 1 of 15 profile cases; throughput_per_gpu ×1, on GPU 1 (UUID GPU-2222)"
+    assert not judge(spec, RowRun(exit_code=1, session=_session(*checks, headline=no_pid),
+                                  cause_tokens=("4242",))).ok
+    assert judge(spec, RowRun(exit_code=1, session=_session(*checks), cause_tokens=("4242",))).headline_named
+
+
 def test_a_pid_inside_a_longer_number_does_not_name_the_cause():
     spec = GPU_ROWS["foreign_load"]
     for note in ("pid 14242 on GPU 0", "pid 42421 on GPU 0"):
@@ -242,6 +274,9 @@ def test_a_hidden_gpu_is_named_by_its_uuid():
     assert judge(spec, RowRun(exit_code=1, session=named)).ok
     vague = _session(_check("gpu_count", False, "1 usable of 2 expected", "sanity"))
     assert judge(spec, RowRun(exit_code=1, session=vague)).cause_named is False
+    first = _session(_check("gpu_count", False, f"missing GPU 1 {UUIDS[1]}", "sanity"),
+                     headline="FAIL — partial: 1 of 15 profile cases; gpu_count ×1, on GPU 0 (UUID GPU-0000)")
+    assert "headline blames the wrong place" in judge(spec, RowRun(exit_code=1, session=first)).summary
 
 
 def test_the_only_gpu_hidden_must_be_refused_with_the_cause_named():
@@ -455,7 +490,7 @@ def test_the_gpu_foreign_load_runs_on_the_cases_gpu_by_uuid(tmp_path):
     load = GPU_ROWS["foreign_load"].foreign_load
     command = runner.foreign_load_command(load, tmp_path, 120)
     assert command[1:5] == ["-m", "harness.selftest.foreign_load", "--device", "cuda"] and "--cores" not in command
-    assert runner.foreign_load_env(load)["CUDA_VISIBLE_DEVICES"] == UUIDS[0]
+    assert runner.foreign_load_env(load)["CUDA_VISIBLE_DEVICES"] == UUIDS[1]  # the 2-GPU case's last GPU
 
 
 def test_host_sync_takes_a_host_stall_in_milliseconds_and_only_host_sync_does():

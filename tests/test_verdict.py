@@ -6,7 +6,10 @@ import pytest
 
 from harness.records import Failure
 from harness.profile.bounds import CaseBounds
-from harness.checks.verdict import Check, failed_checks, strong_scaling_checks, weak_scaling_checks
+from harness.checks.straggler import name_straggler
+from harness.checks.verdict import (Check, failed_checks, strong_scaling_checks, telemetry_checks,
+                                    weak_scaling_checks)
+from harness.results.location import Location
 from test_records import full_record
 
 BOUNDS = CaseBounds(model="resnet152", precision="bf16", batch_size_per_gpu=256, source="measured X",
@@ -99,6 +102,31 @@ def test_straggler_and_jitter_bounds():
                   step_time_ms=dataclasses.replace(full_record().step_time_ms, cv=0.2))
     failed = {c.name for c in failed_checks(weak_scaling_checks(slow, record(1), BOUNDS, telemetry_note="n/a"))}
     assert failed == {"straggler ratio (slowest/fastest rank)", "step-time CV"}
+
+
+def test_the_straggler_check_names_its_slowest_and_fastest_gpu():
+    slow = record(4, straggler_ratio=1.2)  # full_record's straggler: rank 1 (GPU 1) slowest, rank 0 fastest
+    checks = name_straggler(weak_scaling_checks(slow, record(1), BOUNDS, telemetry_note="n/a"), slow)
+    straggler = {c.key: c for c in checks}["straggler_ratio"]
+    assert straggler.passed is False
+    assert straggler.note == "slowest: GPU 1 (GPU-1), rank 1; fastest: GPU 0 (GPU-0), rank 0"
+    assert straggler.locations == (Location(gpu_index=1, gpu_uuid="GPU-1", rank=1, detail="slowest"),
+                                   Location(gpu_index=0, gpu_uuid="GPU-0", rank=0, detail="fastest", blamed=False))
+    assert [c for c in checks if c.key != "straggler_ratio"] == [
+        c for c in weak_scaling_checks(slow, record(1), BOUNDS, telemetry_note="n/a") if c.key != "straggler_ratio"]
+
+
+def test_per_gpu_telemetry_checks_locate_the_gpus_that_missed():
+    def gpu(index, util, reasons=(), ecc=0):
+        reduced = {"util_pct": util, "clock_event_reasons": list(reasons), "ecc_corrected": ecc, "ecc_uncorrected": 0}
+        return {"index": index, "uuid": f"GPU-{index}", "reduced": reduced,
+                "process_checks": 3, "foreign_processes": [], "samples": 10, "clock_events": {}}
+    telemetry = {"status": "ok", "gpus": [gpu(0, 99.0), gpu(1, 50.0, ["hw slowdown"]), gpu(2, 98.0, ecc=2)]}
+    checks = {c.key: c for c in telemetry_checks(telemetry, min_gpu_utilization_pct=90.0, missing_note="n/a")}
+    assert [(c.passed, [loc.gpu_index for loc in c.locations]) for c in
+            (checks["gpu_utilization"], checks["throttling"], checks["ecc_errors"])] == [
+        (False, [1]), (False, [1]), (False, [2])]
+    assert checks["gpu_utilization"].to_dict()["locations"] == [{"gpu_index": 1, "gpu_uuid": "GPU-1"}]
 
 
 def test_strong_scaling_speedup_and_efficiency():

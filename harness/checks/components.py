@@ -14,6 +14,7 @@ from typing import Literal
 
 from harness.checks.verdict import Check, CheckKind
 from harness.profile.bounds import ComponentBounds
+from harness.results.location import Location, gpu_location
 from harness.telemetry import gpu_label
 
 HOST_DIRECTIONS = (("h2d", "host-to-GPU"), ("d2h", "GPU-to-host"))
@@ -27,35 +28,44 @@ def label_of(rank: dict) -> str:
     return gpu_label(rank.get("gpu_index"), rank.get("gpu_uuid"))
 
 
+def location_of(rank: dict) -> tuple[Location, ...]:
+    """The rank's GPU (index, UUID) and rank number; its rank alone on a CPU run."""
+    rank_number = rank.get("rank") if isinstance(rank.get("rank"), int) and rank["rank"] >= 0 else None
+    location = gpu_location(rank.get("gpu_index"), rank.get("gpu_uuid"), rank=rank_number)
+    return (location,) if location is not None else ()
+
+
 def completed_check(status: str, failure: str | None) -> Check:
     """Sanity: the launch ran to its end and left its figures."""
     return Check(key="components_completed", name="component benchmarks completed", kind="sanity", measured=None,
                  bound=None, unit="", comparison="==", passed=status == "ok", note=failure or "")
 
 
-def reported_check(where: str) -> Check:
+def reported_check(where: str, locations: tuple[Location, ...] = ()) -> Check:
     """Sanity, failed: the launch finished but no rank reported figures for this GPU."""
     return Check(key="components_reported", name="component figures reported", kind="sanity", measured=None,
-                 bound=None, unit="", comparison="==", passed=False,
+                 bound=None, unit="", comparison="==", passed=False, locations=locations,
                  note=f"{where}: the launch finished but no rank reported figures for this GPU (rank logs say why)")
 
 
 def bounded(*, key: str, name: str, measured: float | None, bound: float | None, unit: str, where: str,
             bounds: ComponentBounds | None, no_bounds: str, kind: CheckKind = "performance",
-            comparison: Literal[">=", "<="] = ">=", detail: str = "") -> Check:
-    """``measured`` against ``bound``; no bound -> not evaluated, saying which key the profile lacks."""
+            comparison: Literal[">=", "<="] = ">=", detail: str = "",
+            locations: tuple[Location, ...] = ()) -> Check:
+    """``measured`` against ``bound``; no bound -> not evaluated, saying which key the profile lacks.
+    ``locations``: the GPU or the pair judged."""
     source = bounds.source if bounds is not None else ""
     note = f"{where}{': ' + detail if detail else ''}"
     if bound is None:
         why = no_bounds if bounds is None else f"the profile's [components] has no {key} bound"
         return Check(key=key, name=name, kind=kind, measured=measured, bound=None, unit=unit, comparison=comparison,
-                     passed=None, note=f"not evaluated: {why} ({note})", source=source)
+                     passed=None, note=f"not evaluated: {why} ({note})", source=source, locations=locations)
     if measured is None:
         return Check(key=key, name=name, kind=kind, measured=None, bound=bound, unit=unit, comparison=comparison,
-                     passed=None, note=f"no measurement ({note})", source=source)
+                     passed=None, note=f"no measurement ({note})", source=source, locations=locations)
     passed = measured >= bound if comparison == ">=" else measured <= bound
     return Check(key=key, name=name, kind=kind, measured=measured, bound=bound, unit=unit, comparison=comparison,
-                 passed=passed, note=note, source=source)
+                 passed=passed, note=note, source=source, locations=locations)
 
 
 def _of_peak(measured: float | None, peak: float | None, unit: str) -> str:
@@ -78,7 +88,8 @@ def gemm_checks(rank: dict, dtypes: tuple[str, ...], bounds: ComponentBounds | N
             detail += f"; first warm-up block {figure['first_warmup_block']:.1f}"
         checks.append(bounded(key=f"gemm_{dtype}", name=f"GEMM {dtype} {figure.get('n', '')}^3", measured=measured,
                               bound=bounds.min_gemm_tflops.get(dtype) if bounds is not None else None,
-                              unit="TFLOP/s", where=where, bounds=bounds, no_bounds=no_bounds, detail=detail))
+                              unit="TFLOP/s", where=where, bounds=bounds, no_bounds=no_bounds, detail=detail,
+                              locations=location_of(rank)))
     return checks
 
 
@@ -92,7 +103,7 @@ def hbm_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: str) ->
         measured = (figures.get(part) or {}).get("gbps")
         checks.append(bounded(key=f"hbm_{part}", name=f"memory bandwidth, {words}", measured=measured, bound=bound,
                               unit="GB/s", where=where, bounds=bounds, no_bounds=no_bounds,
-                              detail=_of_peak(measured, peak, "GB/s")))
+                              detail=_of_peak(measured, peak, "GB/s"), locations=location_of(rank)))
     return checks
 
 
@@ -116,11 +127,11 @@ def host_link_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: s
                         key=f"{direction}_{mode}", name=name, kind="performance", measured=measured, bound=None,
                         unit="GB/s", comparison=">=", passed=None, source=bounds.source if bounds else "",
                         note=f"not evaluated: no {key} bound measured for {gpus_at_once} GPUs at once (the profile "
-                             f"has it for {', '.join(str(n) for n in bound)}) ({place})"))
+                             f"has it for {', '.join(str(n) for n in bound)}) ({place})", locations=location_of(rank)))
                     continue
                 bound = bound.get(gpus_at_once)
             checks.append(bounded(key=f"{direction}_{mode}", name=name, measured=measured, bound=bound, unit="GB/s",
-                                  where=place, bounds=bounds, no_bounds=no_bounds))
+                                  where=place, bounds=bounds, no_bounds=no_bounds, locations=location_of(rank)))
     checks.append(numa_binding_check(rank))
     return checks
 
@@ -133,7 +144,7 @@ def numa_binding_check(rank: dict) -> Check:
     numa = rank.get("numa_node")
     passed = None if numa is None else bool(rank.get("bound"))
     return Check(key="numa_binding", name="host copies ran on the GPU's NUMA node", kind="health", measured=None,
-                 bound=None, unit="", comparison="==", passed=passed, note=note,
+                 bound=None, unit="", comparison="==", passed=passed, note=note, locations=location_of(rank),
                  source="harness rule: a GPU's host copies run on the CPUs of its own NUMA node")
 
 
@@ -156,6 +167,12 @@ def pair_label(row: dict) -> str:
     return f"{gpu_label(src.get('index'), src.get('uuid'))} -> {gpu_label(dst.get('index'), dst.get('uuid'))}"
 
 
+def pair_locations(row: dict) -> tuple[Location, ...]:
+    """The pair's source and destination GPU, in that order."""
+    ends = (gpu_location((row.get(end) or {}).get("index"), (row.get(end) or {}).get("uuid")) for end in ("src", "dst"))
+    return tuple(end for end in ends if end is not None)
+
+
 def slowest_pair(pairs: list[dict]) -> dict | None:
     """The ordered pair of lowest bandwidth (the one to look at first)."""
     measured = [p for p in pairs if p.get("gbps") is not None]
@@ -174,6 +191,7 @@ def peer_checks(pairs: list[dict], src: int, dst: int, bounds: ComponentBounds |
     if row is None:
         return [Check(key="peer_measured", name="peer copy measured", kind="sanity", measured=None, bound=None,
                       unit="", comparison="==", passed=False,
+                      locations=(Location(gpu_index=src), Location(gpu_index=dst)),
                       note=f"GPU {src} -> GPU {dst}: no figure in the peer matrix (the GPU was not visible?)")]
     slowest = slowest_pair(pairs)
     where = pair_label(row) + ("" if row.get("p2p") else " (no peer access: copied through host memory)")
@@ -181,7 +199,7 @@ def peer_checks(pairs: list[dict], src: int, dst: int, bounds: ComponentBounds |
               if slowest is not None else "")
     return [bounded(key="peer_bandwidth", name="GPU-to-GPU copy bandwidth", measured=row.get("gbps"),
                     bound=bounds.min_peer_gbps if bounds is not None else None, unit="GB/s", where=where,
-                    bounds=bounds, no_bounds=no_bounds, detail=detail),
+                    bounds=bounds, no_bounds=no_bounds, detail=detail, locations=pair_locations(row)),
             bounded(key="peer_latency", name="GPU-to-GPU 4-byte copy time", measured=row.get("latency_us"),
                     bound=bounds.max_peer_latency_us if bounds is not None else None, unit="us", where=where,
-                    bounds=bounds, no_bounds=no_bounds, comparison="<=")]
+                    bounds=bounds, no_bounds=no_bounds, comparison="<=", locations=pair_locations(row))]

@@ -13,7 +13,7 @@ leaves those cases not evaluated, saying the section is missing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from harness.checks.node_load import load_foreign_check, load_throttling_check
@@ -21,6 +21,10 @@ from harness.checks.verdict import Check
 from harness.node.gpu_state import Reading, value
 from harness.node.nvml import CLOCK_SETTING_REASON
 from harness.profile.bounds import GpuStateBounds
+from harness.results.location import Location
+
+UNKNOWN_UUID = "UUID unknown"
+"""The UUID of a GPU a node should have and does not show (a multi-node session's other node)."""
 
 SOURCE_RULE = "harness rule (docs/gpu_state.md): a healthy GPU runs at its default limits with nothing pending"
 APPLICATIONS_CLOCKS_REASON = CLOCK_SETTING_REASON
@@ -57,6 +61,11 @@ class GpuStateInput:
     case_windows: list[dict] = field(default_factory=list)
     """The session's measured windows (``case``, ``start``, ``end``), to name the case a fault fell in."""
 
+    def location(self, **more: Any) -> Location:
+        """This GPU (its node in a multi-node session), with ``more`` (an XID, a link) on it."""
+        return Location(node=self.node, gpu_index=self.index,
+                        gpu_uuid=self.uuid if self.uuid and self.uuid != UNKNOWN_UUID else None, **more)
+
     @property
     def label(self) -> str:
         where = f"GPU {self.index} ({self.uuid})"
@@ -64,9 +73,11 @@ class GpuStateInput:
 
 
 def _check(key: str, name: str, passed: bool | None, note: str, *, source: str, measured: float | None = None,
-           bound: float | None = None, unit: str = "", comparison: str = "==") -> Check:
+           bound: float | None = None, unit: str = "", comparison: str = "==",
+           locations: tuple[Location, ...] = ()) -> Check:
     return Check(key=key, name=name, kind="health", measured=measured, bound=bound, unit=unit,
-                 comparison=comparison, passed=passed, note=note, source=source)  # type: ignore[arg-type]
+                 comparison=comparison, passed=passed, note=note, source=source,  # type: ignore[arg-type]
+                 locations=locations)
 
 
 def _source(bounds: GpuStateBounds | None) -> str:
@@ -242,9 +253,17 @@ def xid_events_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Check
     if gpu.xid_events:
         seen = "; ".join(_describe_xid(e) for e in gpu.xid_events)
         return _check(key, name, False, f"{gpu.label}: {seen}", source=_source(bounds),
-                      measured=float(len(gpu.xid_events)), bound=0.0, comparison="<=")
+                      measured=float(len(gpu.xid_events)), bound=0.0, comparison="<=",
+                      locations=tuple(_xid_location(gpu, e) for e in gpu.xid_events))
     return _check(key, name, True, f"{gpu.label}: watched the whole session, none", source=_source(bounds),
                   measured=0.0, bound=0.0, comparison="<=")
+
+
+def _xid_location(gpu: GpuStateInput, event: dict) -> Location:
+    xid = event.get("xid")
+    meaning = event.get("meaning")
+    return gpu.location(xid=xid if isinstance(xid, int) and xid >= 0 else None,
+                        detail=str(meaning) if meaning else None)
 
 
 def _describe_xid(event: dict) -> str:
@@ -265,13 +284,26 @@ def nvlink_errors_check(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> Ch
     # Only a GPU without NVLink may lack the counters: a link that is up must say how it is doing.
     problems = down + grown + [f"{link} is up but NVML gives none of its error counters" for link in unknown]
     if problems:
-        return _check(key, name, False, f"{gpu.label}: " + "; ".join(problems), source=source)
+        return _check(key, name, False, f"{gpu.label}: " + "; ".join(problems), source=source,
+                      locations=_link_locations(gpu, value(start), value(end), bounds))
     rises = [f"link {link} {counter} +{rise}" for link, counter, rise in _counter_rises(value(start), value(end))]
     if rises and (bounds is None or bounds.max_nvlink_error_growth is None):
         return _check(key, name, None, f"{gpu.label}: {'; '.join(rises)}; the profile has no [gpu_state] "
                       "max_nvlink_error_growth (to be measured on healthy hardware)", source=source)
     return _check(key, name, True, f"{gpu.label}: {len(value(end))} links" + (f"; {'; '.join(rises)}" if rises else ""),
                   source=source)
+
+
+def _link_locations(gpu: GpuStateInput, start: dict, end: dict,
+                    bounds: GpuStateBounds | None) -> tuple[Location, ...]:
+    """Each link of the GPU that went down, lost its counters or grew them past the bound."""
+    limit = bounds.max_nvlink_error_growth if bounds is not None else None
+    links = [link for link, _, rise in _counter_rises(start, end) if limit is not None and rise > limit]
+    links += [link for link, now in end.items() if now.get("active")
+              and all(value(r) is None for r in now.get("counters", {}).values())]
+    links += [link for link, now in end.items() if start.get(link, {}).get("active") and not now.get("active")]
+    numbered = [int(link) for link in dict.fromkeys(str(link) for link in links) if link.isdigit()]
+    return tuple(gpu.location(link=link) for link in numbered) or (gpu.location(),)
 
 
 def _counter_rises(start: dict, end: dict) -> list[tuple[str, str, int]]:
@@ -307,9 +339,10 @@ def gpu_state_checks(gpu: GpuStateInput, bounds: GpuStateBounds | None) -> list[
     throttling and foreign processes over the session."""
     checks = [check(gpu, bounds) for check in GPU_STATE_CHECKS]
     if gpu.judge_load:
-        checks += [judge(gpu.label, gpu.load, gpu.load_why, gpu.case_windows)
+        checks += [judge(gpu.label, gpu.load, gpu.load_why, gpu.case_windows, gpu.location())
                    for judge in (load_throttling_check, load_foreign_check)]
-    return checks
+    # Every check here judges this one GPU: where a check names no more (an XID, a link), the GPU.
+    return [check if check.locations else replace(check, locations=(gpu.location(),)) for check in checks]
 
 
 def clock_setting_windows(results: Sequence[Any], uuid: str) -> list[dict]:

@@ -10,6 +10,7 @@ from typing import Any
 from harness.checks.verdict import Check, telemetry_checks
 from harness.launch.allreduce import AllReduceRun
 from harness.node.topology import why_no_nvlink
+from harness.results.location import Location, gpu_location
 from harness.telemetry import gpu_label, is_ok
 from harness.workloads.busbw import size_label
 
@@ -78,6 +79,11 @@ def topology_checks(topology: dict, bounds: Any, loaded: dict[str, dict], *, loa
     return checks
 
 
+def _at(gpus: list[dict]) -> tuple[Location, ...]:
+    found = (gpu_location(g.get("index"), g.get("uuid")) for g in gpus)
+    return tuple(location for location in found if location is not None)
+
+
 def _nvlink_check(topology: dict, label: dict[int, str], bounds: Any) -> Check:
     """Every GPU shows ``nvlinks_per_gpu`` active links; where NVML shows none, the message says what kind
     of node that is, and ``nvlink_when`` says whether it fails: a GPU alone has no peer to link to."""
@@ -99,12 +105,15 @@ def _nvlink_check(topology: dict, label: dict[int, str], bounds: Any) -> Check:
                  else "[topology] requires NVLink on every GPU (nvlink_when = \"always\")")
         return Check(name=name, kind="health", measured=None, bound=bounds.nvlinks_per_gpu, unit="",
                      comparison=">=", passed=False if bounds.nvlinks_per_gpu > 0 else None, source=bounds.source,
+                     locations=_at(missing),
                      note=f"{seen}. The node failed: {needs}; a node of a kind without NVLink needs a profile "
                           "without nvlinks_per_gpu")
-    short = [f"{label[g['index']]}: {c} up" for g, c in known if c < bounds.nvlinks_per_gpu]
+    few = [g for g, c in known if c < bounds.nvlinks_per_gpu]
+    short = [f"{label[g['index']]}: {g.get('nvlinks_active')} up" for g in few]
     fewest = min(c for _, c in known)
     return Check(name=name, kind="health", measured=float(fewest), bound=float(bounds.nvlinks_per_gpu),
-                 unit="links", comparison=">=", passed=not short, source=bounds.source, note="; ".join(short))
+                 unit="links", comparison=">=", passed=not short, source=bounds.source, note="; ".join(short),
+                 locations=_at(few))
 
 
 def _p2p_check(pairs: dict[str, str], gpus: list[dict], label: dict[int, str], source: str) -> Check:
@@ -112,13 +121,16 @@ def _p2p_check(pairs: dict[str, str], gpus: list[dict], label: dict[int, str], s
     if len(gpus) < 2:
         return Check(name=name, kind="health", measured=None, bound=None, unit="", comparison="==", passed=None,
                      source=source, note="one GPU: no pair to check")
-    bad = []
+    bad, ends = [], []
+    uuids = {g.get("index"): g.get("uuid") for g in gpus}
     for pair, status in pairs.items():
         if status != "ok":
             a, b = (int(x) for x in pair.split("-"))
             bad.append(f"{label.get(a, a)} ↔ {label.get(b, b)}: {status}")
+            ends += [index for index in (a, b) if index not in ends]
     return Check(name=name, kind="health", measured=None, bound=None, unit="", comparison="==", passed=not bad,
-                 source=source, note="; ".join(bad) if bad else f"{len(pairs)} pairs")
+                 source=source, note="; ".join(bad) if bad else f"{len(pairs)} pairs",
+                 locations=tuple(Location(gpu_index=index, gpu_uuid=uuids.get(index)) for index in ends))
 
 
 def _pcie_check(key: str, word: str, expected: int, gpus: list[dict], label: dict[int, str],
@@ -131,7 +143,8 @@ def _pcie_check(key: str, word: str, expected: int, gpus: list[dict], label: dic
                      comparison=">=", passed=None, source=source, note=load_note)
     values = [(g, int(v)) for g, v in readings if v is not None]
     mark = "Gen" if key == "gen" else "x"
-    low = [f"{label[g['index']]}: {mark}{v} (the slot allows {mark}{g.get('pcie_' + key + '_max')})"
-           for g, v in values if v < expected]
+    slow = [(g, v) for g, v in values if v < expected]
+    low = [f"{label[g['index']]}: {mark}{v} (the slot allows {mark}{g.get('pcie_' + key + '_max')})" for g, v in slow]
     return Check(name=name, kind="health", measured=float(min(v for _, v in values)), bound=float(expected),
-                 unit=unit, comparison=">=", passed=not low, source=source, note="; ".join(low))
+                 unit=unit, comparison=">=", passed=not low, source=source, note="; ".join(low),
+                 locations=_at([g for g, _ in slow]))

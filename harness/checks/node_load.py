@@ -23,6 +23,7 @@ import time
 from typing import Any, Sequence
 
 from harness.checks.verdict import Check
+from harness.results.location import Location
 
 THROTTLE_SOURCE = ("harness rule: a healthy GPU never slows itself for heat or a hardware signal (read on that node "
                    "once a second by the GPU-state probe)")
@@ -30,9 +31,10 @@ FOREIGN_SOURCE = ("harness rule: a GPU under acceptance runs the session's ranks
                   "node once a second by the GPU-state probe)")
 
 
-def _check(key: str, name: str, passed: bool | None, note: str, source: str) -> Check:
+def _check(key: str, name: str, passed: bool | None, note: str, source: str,
+           locations: tuple[Location, ...] = ()) -> Check:
     return Check(key=key, name=name, kind="health", measured=None, bound=None, unit="", comparison="==",
-                 passed=passed, note=note, source=source)
+                 passed=passed, note=note, source=source, locations=locations)
 
 
 def _clock(at: float) -> str:
@@ -54,7 +56,8 @@ def _interval(interval: dict, windows: Sequence[dict]) -> str:
     return f"{' + '.join(interval.get('reasons') or ['fault'])} at {span}{during}"
 
 
-def load_throttling_check(label: str, load: dict | None, missing_why: str, windows: Sequence[dict] = ()) -> Check:
+def load_throttling_check(label: str, load: dict | None, missing_why: str, windows: Sequence[dict] = (),
+                          at: Location | None = None) -> Check:
     """``throttling`` of one GPU of another node, from its probe's load record (None: there is none)."""
     key, name = "throttling", "no thermal / hardware-slowdown throttling in the session"
     if load is None:
@@ -73,21 +76,23 @@ def load_throttling_check(label: str, load: dict | None, missing_why: str, windo
         shown = "; ".join(_interval(i, windows) for i in judged)
         tally = ", ".join(f"{reason} in {count}" for reason, count in sorted((counts or {}).items()))
         return _check(key, name, False, f"{label}: {shown}{f' (and {more} more)' if more > 0 else ''}; "
-                      f"over {scope}: {tally}", THROTTLE_SOURCE)
+                      f"over {scope}: {tally}", THROTTLE_SOURCE, (at,) if at is not None else ())
     info = ", ".join(f"{reason} in {count}" for reason, count in sorted((counts or {}).items()))
     return _check(key, name, True, f"{label}: none over {scope}" + (f" (not faults: {info})" if info else ""),
                   THROTTLE_SOURCE)
 
 
-def load_foreign_check(label: str, load: dict | None, missing_why: str, windows: Sequence[dict] = ()) -> Check:
-    """``foreign_processes`` of one GPU of another node over the session."""
+def load_foreign_check(label: str, load: dict | None, missing_why: str, windows: Sequence[dict] = (),
+                       at: Location | None = None) -> Check:
+    """``foreign_processes`` of one GPU of another node over the session; ``at``: the GPU, to place each
+    foreign process on (its pid and name)."""
     key, name = "foreign_processes", "no foreign process on the GPU in the session"
     if load is None:
         return _check(key, name, False, f"{label}: not watched: {missing_why}", FOREIGN_SOURCE)
     found = load.get("foreign_processes") or []
     if found:
         return _check(key, name, False, f"{label}: " + "; ".join(_describe(p, windows) for p in found),
-                      FOREIGN_SOURCE)
+                      FOREIGN_SOURCE, _on(at, found))
     if not load.get("process_checks"):
         why = (load.get("unsupported") or {}).get("processes") or (load.get("errors") or {}).get(
             "processes") or "never listed"
@@ -98,6 +103,14 @@ def load_foreign_check(label: str, load: dict | None, missing_why: str, windows:
                       "processes, so a foreign one could not be seen either", FOREIGN_SOURCE)
     return _check(key, name, True, f"{label}: only the session's processes in {load.get('process_checks')} looks",
                   FOREIGN_SOURCE)
+
+
+def _on(at: Location | None, processes: list[dict]) -> tuple[Location, ...]:
+    if at is None:
+        return ()
+    return tuple(Location(node=at.node, gpu_index=at.gpu_index, gpu_uuid=at.gpu_uuid, pid=p["pid"],
+                          detail=str(p["name"]) if p.get("name") else None)
+                 for p in processes if isinstance(p.get("pid"), int) and p["pid"] >= 0) or (at,)
 
 
 def _describe(process: dict, windows: Sequence[dict]) -> str:

@@ -20,12 +20,13 @@ session.json, junit.xml, report.html and the exit code all show the ``SessionVer
 
 from __future__ import annotations
 
-import re
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Iterable, Literal, Sequence
 
 from harness.cases import SCALINGS, CaseId
 from harness.profile.bounds import Profile
+from harness.results.location import Location, locations_of
 
 Verdict = Literal["PASS", "FAIL", "INCOMPLETE"]
 Outcome = Literal["passed", "failed", "error", "skipped", "interrupted", "not run"]
@@ -59,14 +60,25 @@ DDP matrix and the all-reduce; long adds the soak."""
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
 
-_GPU = re.compile(r"(?:\bnode (?P<node>[\w.-]+): )?"  # a multi-node session's notes name the node first
-                  r"\bGPU (?P<id>\d+)(?: \(?(?:UUID )?(?P<extra>(?:GPU|MIG)-[0-9A-Za-z-]+)\)?)?")
-_CAUSES = (  # what a note may name as the cause, before the GPU it happened on
-    ("pid", re.compile(r"\bpid (?P<id>\d+)(?: \((?P<extra>[^),]{1,60})[^)]*\))?")),  # the name, not its memory
-    ("XID", re.compile(r"\bXID (?P<id>\d+)(?: \((?P<extra>[^)]{1,80})\))?")),
-    ("link", re.compile(r"\blink (?P<id>\d+)")),
+DIRECT_CAUSES: tuple[tuple[str, ...], ...] = (
+    ("foreign_processes",),
+    ("xid_events",),
+    ("gpu_count", "remote_gpu_count", "node_shape"),
+    ("power_limit", "clocks", "ecc_mode", "retired_pages", "remapped_rows", "ecc_uncorrected", "nvlink_errors",
+     "remote_gpu_model"),
+    ("throttling",),
+    ("ecc_errors",),
+    ("straggler_ratio", "gpu_uniformity"),
 )
-_RANK = re.compile(r"\brank (?P<id>\d+)")
+"""Check keys that name a cause, most direct first: what an operator acts on (the foreign process, the
+XID, the missing GPU, the GPU's state, the straggler). They head the session's causes."""
+SYMPTOMS = ("throughput_per_gpu", "weak_efficiency", "strong_efficiency", "gpu_utilization",
+            "power_fraction_of_limit", "step_time_cv", "allreduce_busbw")
+"""Check keys that show a cost, not its cause: they follow every other cause. Under DDP (every rank waits
+for the slowest) they are put on the GPU a direct cause of the same case names, else on the node, never
+on the GPU a check happened to list first."""
+HEADLINE_CAUSES = 3
+"""Causes the headline shows at least; every direct cause is shown, however many."""
 
 
 def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard",
@@ -136,6 +148,9 @@ class SelectedTest:
     """Required of this node, or asked for by the user beyond what the node has: a skip is not a pass."""
     checks: tuple[dict, ...] = ()
     """The checks of its CaseResult/CheckedResult (``Check.to_dict()``)."""
+    synchronised: bool = False
+    """A DDP run: every rank waits for the slowest at each step, so a per-GPU symptom does not say which
+    GPU is at fault."""
     reason: str = ""
     """Why it was skipped, did not run, or failed without a failed check (first line)."""
 
@@ -172,8 +187,11 @@ class Cause:
     key: str
     count: int
     where: tuple[str, ...]
-    """The named GPUs, pids, XIDs, links or ranks, each with how often; empty when no note names one."""
+    """The named GPUs, pids, XIDs, links or ranks, each with how often; empty when no check names one
+    (the node as a whole)."""
     tests: tuple[str, ...]
+    locations: tuple[Location, ...] = ()
+    """The places of ``where``, as data, in its order."""
 
     def text(self) -> str:
         """``throughput_per_gpu ×3, all on GPU 2 (UUID GPU-…)``."""
@@ -186,7 +204,7 @@ class Cause:
 
     def to_dict(self) -> dict:
         return {"key": self.key, "count": self.count, "where": list(self.where), "tests": list(self.tests),
-                "text": self.text()}
+                "locations": [location.to_dict() for location in self.locations], "text": self.text()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,46 +312,62 @@ def _default_reason(outcome: str) -> str:
             "skipped": "skipped"}.get(outcome, outcome)
 
 
+def directness(key: str) -> int:
+    """0 for the most direct cause (a foreign process); every symptom ranks after every other key."""
+    for rank, keys in enumerate(DIRECT_CAUSES):
+        if key in keys:
+            return rank
+    return len(DIRECT_CAUSES) + (1 if key in SYMPTOMS else 0)
+
+
+def is_direct(key: str) -> bool:
+    return directness(key) < len(DIRECT_CAUSES)
+
+
 def group_causes(tests: list[SelectedTest]) -> list[Cause]:
-    """Failed checks grouped by key, each naming where it was seen; a failed test with no failed check
-    (an error, a crash before its checks) is its own cause, ``test_failed`` / ``test_error``."""
-    by_key: dict[str, list[tuple[str, str]]] = {}
+    """Failed checks grouped by key, each naming where it was seen (its checks' locations), the most
+    direct causes first; a failed test with no failed check (an error, a crash before its checks) is
+    its own cause, ``test_failed`` / ``test_error``."""
+    by_key: dict[str, list[tuple[str, tuple[Location, ...]]]] = {}
     for test in tests:
         failed = [c for c in test.checks if isinstance(c, dict) and c.get("passed") is False]
+        blamed = _gpus_blamed(failed)
         for check in failed:
-            by_key.setdefault(str(check.get("key") or "unnamed_check"), []).append(
-                (test.name, named_entity(str(check.get("note") or ""))))
+            key = str(check.get("key") or "unnamed_check")
+            by_key.setdefault(key, []).append((test.name, _attributed(key, locations_of(check), blamed,
+                                                                      test.synchronised)))
         if not failed and test.outcome in ("failed", "error"):
-            key = "test_error" if test.outcome == "error" else "test_failed"
-            by_key.setdefault(key, []).append((test.name, named_entity(test.reason)))
+            by_key.setdefault("test_error" if test.outcome == "error" else "test_failed", []).append((test.name, ()))
     causes = []
     for key, seen in by_key.items():
-        entities = [entity for _, entity in seen if entity]
-        where = tuple(f"{e} ×{entities.count(e)}" for e in dict.fromkeys(entities))
-        tests_named = tuple(dict.fromkeys(name for name, _ in seen))
-        causes.append(Cause(key=key, count=len(seen), where=where, tests=tests_named))
-    return sorted(causes, key=lambda c: -c.count)
+        counted = Counter(location for _, locations in seen for location in _shown(locations))
+        causes.append(Cause(key=key, count=len(seen), tests=tuple(dict.fromkeys(name for name, _ in seen)),
+                            where=tuple(f"{location.text()} ×{n}" for location, n in counted.items()),
+                            locations=tuple(counted)))
+    return sorted(causes, key=lambda c: (directness(c.key), -c.count))
 
 
-def named_entity(note: str) -> str:
-    """What a check's note names as the cause and where: ``pid 4242 (python) on GPU 0``, ``XID 79 (…)
-    on GPU 1``, ``link 3 on GPU 2``, ``GPU 2 (UUID GPU-…)``, ``GPU 2 of node gpu02 (UUID GPU-…)``, ``rank 1``;
-    "" when it names none."""
-    gpu = _GPU.search(note)
-    gpu_text = ""
-    if gpu:
-        gpu_text = (f"GPU {gpu['id']}" + (f" of node {gpu['node']}" if gpu["node"] else "")
-                    + (f" (UUID {gpu['extra']})" if gpu["extra"] else ""))
-    for word, pattern in _CAUSES:
-        match = pattern.search(note)
-        if match:
-            extra = match.groupdict().get("extra")
-            cause = f"{word} {match['id']}" + (f" ({extra})" if extra else "")
-            return f"{cause} on {gpu_text}" if gpu_text else cause
-    if gpu_text:
-        return gpu_text
-    rank = _RANK.search(note)
-    return f"rank {rank['id']}" if rank else ""
+def _shown(locations: Iterable[Location]) -> list[Location]:
+    """The places a cause is put on: those blamed (a straggler's fastest GPU is named for comparison)."""
+    located = list(locations)
+    return [location for location in located if location.blamed] or located
+
+
+def _gpus_blamed(failed: list[dict]) -> tuple[Location, ...]:
+    """The GPUs the direct causes among one test's failed checks name."""
+    gpus = (location.gpu() for check in failed if is_direct(str(check.get("key") or ""))
+            for location in _shown(locations_of(check)))
+    return tuple(dict.fromkeys(gpu for gpu in gpus if gpu is not None))
+
+
+def _attributed(key: str, own: tuple[Location, ...], blamed: tuple[Location, ...],
+                synchronised: bool) -> tuple[Location, ...]:
+    """Where a failure is put: under DDP a symptom is on the GPUs a direct cause of the same test names,
+    else on the node (no place: every rank's figures wait for the slowest); in a run where each GPU works
+    alone, and for every other key, where the check says."""
+    if key not in SYMPTOMS or not synchronised:
+        return own
+    return blamed
 
 
 def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[dict], judged: bool,
@@ -343,8 +377,9 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
     if facts.level != "standard":
         parts[0] += f" at level {facts.level}"
     if verdict == "FAIL":
-        parts.append("; ".join(c.text() for c in causes[:3]) + (f"; {len(causes) - 3} more causes"
-                                                                 if len(causes) > 3 else ""))
+        told = max(HEADLINE_CAUSES, sum(1 for c in causes if is_direct(c.key)))
+        parts.append("; ".join(c.text() for c in causes[:told]) + (f"; {len(causes) - told} more causes"
+                                                                    if len(causes) > told else ""))
     elif verdict == "INCOMPLETE":
         if not_run:
             shown = ", ".join(f"{n['name']} ({n['reason']})" for n in not_run[:2])

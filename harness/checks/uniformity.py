@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from harness import telemetry as tm
 from harness.records import RankStats, RunRecord
+from harness.results.location import Location
 
 CPU_RANKS_NOTE = ("CPU ranks share the host's cores, so their spread measures the OS scheduler, not a GPU; "
                   "uniformity is judged on GPUs only")
@@ -34,6 +35,17 @@ def rank_label(rank: RankStats, several_hosts: bool = False) -> str:
     label = (tm.gpu_label(rank.gpu_index, rank.gpu_uuid) if rank.gpu_index is not None or rank.gpu_uuid
              else f"rank {rank.rank}")
     return f"{label} on {rank.host}" if several_hosts else label
+
+
+def rank_location(rank: RankStats, several_hosts: bool = False, detail: str | None = None,
+                  blamed: bool = True) -> Location:
+    """The rank's GPU (index, UUID) and rank number, with its host on several nodes."""
+    return Location(node=rank.host if several_hosts else None, gpu_index=rank.gpu_index, gpu_uuid=rank.gpu_uuid,
+                    rank=rank.rank, detail=detail, blamed=blamed)
+
+
+def rate_locations(rates: list[GpuRate], several_hosts: bool = False) -> tuple[Location, ...]:
+    return tuple(rank_location(rate.rank, several_hosts) for rate in rates)
 
 
 def gpu_rates(record: RunRecord) -> list[GpuRate]:

@@ -14,10 +14,12 @@ from typing import Any, Callable, Literal
 
 from harness import telemetry as tm
 from harness.checks.shapes import bound_for, gpus_at_once, key_of_bound, reference_note
-from harness.checks.uniformity import CPU_RANKS_NOTE, ONE_GPU_NOTE, describe_rate, gpu_rates, node_median
+from harness.checks.uniformity import (CPU_RANKS_NOTE, ONE_GPU_NOTE, describe_rate, gpu_rates, node_median,
+                                      rate_locations)
 from harness.node.nvml import FAULT_REASONS
 from harness.profile.bounds import CaseBounds
 from harness.records import RunRecord
+from harness.results.location import Location, gpu_location
 
 CheckKind = Literal["sanity", "performance", "health"]
 
@@ -46,6 +48,9 @@ class Check:
     key: str = ""
     """Stable machine name (snake_case), what the report and compare match checks by; empty: the
     slug of ``name``. Give one explicitly where the name may change (wording, a size in it)."""
+    locations: tuple[Location, ...] = ()
+    """Where it was judged or failed, as data (the GPUs, pids, XIDs, links, ranks its note names); the
+    session verdict and the report read these, never the note. Empty: the run or node as a whole."""
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -75,7 +80,7 @@ class Check:
     def to_dict(self) -> dict:
         return {"key": self.key, "name": self.name, "kind": self.kind, "measured": self.measured, "bound": self.bound,
                 "unit": self.unit, "comparison": self.comparison, "passed": self.passed, "note": self.note,
-                "source": self.source}
+                "source": self.source, "locations": [location.to_dict() for location in self.locations]}
 
 
 def _fmt(value: float) -> str:
@@ -199,6 +204,12 @@ def _gpu_name(gpu: dict) -> str:
     return tm.gpu_label(gpu.get("index"), gpu.get("uuid"))
 
 
+def _at(gpus: list[dict]) -> tuple[Location, ...]:
+    """The telemetry's GPUs as locations (a GPU the sampler could not name is left out)."""
+    return tuple(location for location in (gpu_location(g.get("index"), g.get("uuid")) for g in gpus)
+                 if location is not None)
+
+
 def _per_gpu_check(key: str, name: str, telemetry: dict | None, value_of, bound: float, unit: str,
                    comparison: Literal[">=", "<="], source: str, note: str) -> Check:
     """The worst GPU against the bound; the note names every GPU that missed (or the worst one)."""
@@ -221,13 +232,13 @@ def _per_gpu_check(key: str, name: str, telemetry: dict | None, value_of, bound:
     if missed:
         where = ", ".join(f"{_gpu_name(g)} {_fmt(v)}{shown_unit}" for g, v in missed)
         return Check(key=key, name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
-                     passed=False, note=where, source=source)
+                     passed=False, note=where, source=source, locations=_at([g for g, _ in missed]))
     if unknown:
         return Check(key=key, name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
-                     passed=None, source=source,
+                     passed=None, source=source, locations=_at(unknown),
                      note=f"no value from {', '.join(_gpu_name(g) for g in unknown)}" + _unsupported_note(unknown))
     return Check(key=key, name=name, kind="health", measured=worst, bound=bound, unit=unit, comparison=comparison,
-                 passed=True, note=f"worst: {_gpu_name(worst_gpu)}", source=source)
+                 passed=True, note=f"worst: {_gpu_name(worst_gpu)}", source=source, locations=_at([worst_gpu]))
 
 
 def _unsupported_note(gpus: list[dict]) -> str:
@@ -236,11 +247,11 @@ def _unsupported_note(gpus: list[dict]) -> str:
     return f" ({'; '.join(reasons[:4])})" if reasons else ""
 
 
-def _rule_check(key: str, name: str, source: str) -> Callable[[bool | None, str], Check]:
+def _rule_check(key: str, name: str, source: str) -> Callable[..., Check]:
     """The outcomes of a health rule without a bound from the profile (throttling, ECC)."""
-    def result(passed: bool | None, why: str) -> Check:
+    def result(passed: bool | None, why: str, locations: tuple[Location, ...] = ()) -> Check:
         return Check(key=key, name=name, kind="health", measured=None, bound=None, unit="", comparison="==",
-                     passed=passed, note=why, source=source)
+                     passed=passed, note=why, source=source, locations=locations)
 
     return result
 
@@ -280,21 +291,23 @@ def _throttle_check(telemetry: dict | None, note: str) -> Check:
         return result(None, "NVML reported no clock-event reasons" + _unsupported_note(gpus))
     window_s = _window_seconds(telemetry)
     faults: list[str] = []
+    faulty: list[dict] = []
     benign: list[str] = []
     for gpu in read:
         shares = reason_shares(gpu, window_s)
         bad = [shares.get(r, r) for r in gpu["reduced"]["clock_event_reasons"] if r in FAULT_REASONS]
         if bad:
             faults.append(f"{_gpu_name(gpu)}: " + ", ".join(bad))
+            faulty.append(gpu)
         info = [text for reason, text in shares.items() if reason not in FAULT_REASONS]
         if info:
             benign.append(f"{_gpu_name(gpu)}: " + ", ".join(info))
     also = f"not faults: {'; '.join(benign)}" if benign else ""
     if faults:
-        return result(False, "; ".join(faults) + (f" (also {also})" if also else ""))
+        return result(False, "; ".join(faults) + (f" (also {also})" if also else ""), _at(faulty))
     unread = [g for g in gpus if g not in read]
     if unread:
-        return result(None, f"no clock-event reasons from {', '.join(_gpu_name(g) for g in unread)}")
+        return result(None, f"no clock-event reasons from {', '.join(_gpu_name(g) for g in unread)}", _at(unread))
     return result(True, also)
 
 
@@ -309,12 +322,24 @@ def _foreign_process_check(telemetry: dict | None, note: str) -> Check:
     found = [f"{_gpu_name(g)}: " + ", ".join(describe_foreign(p) for p in g["foreign_processes"])
              for g in gpus if g.get("foreign_processes")]
     if found:
-        return result(False, "; ".join(found))
+        return result(False, "; ".join(found), _foreign_locations(gpus))
     unlisted = [g for g in gpus if not g.get("process_checks")]
     if unlisted:
         return result(None, "NVML listed no processes on " + ", ".join(_gpu_name(g) for g in unlisted)
-                      + _unsupported_note(unlisted))
+                      + _unsupported_note(unlisted), _at(unlisted))
     return result(True, "")
+
+
+def _foreign_locations(gpus: list[dict]) -> tuple[Location, ...]:
+    """Each foreign process (pid and name) on its GPU."""
+    found = (gpu_location(g.get("index"), g.get("uuid"), pid=_whole(p.get("pid")),
+                          detail=str(p["name"]) if p.get("name") else None)
+             for g in gpus for p in g.get("foreign_processes") or [] if isinstance(p, dict))
+    return tuple(location for location in found if location is not None)
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def describe_foreign(process: dict) -> str:
@@ -333,18 +358,19 @@ def _ecc_check(telemetry: dict | None, note: str) -> Check:
     gpus, read = _gpus_reading(telemetry, {"ecc_corrected", "ecc_uncorrected"})
     if not read:
         return result(None, "NVML reported no ECC counters (ECC off or not supported)" + _unsupported_note(gpus))
-    grown = []
+    grown, growing = [], []
     for gpu in read:
         corrected = gpu["reduced"].get("ecc_corrected")
         uncorrected = gpu["reduced"].get("ecc_uncorrected")
         if (corrected or 0) > 0 or (uncorrected or 0) > 0:
+            growing.append(gpu)
             grown.append(f"{_gpu_name(gpu)}: {_count(corrected)} new corrected, {_count(uncorrected)} new "
                          "uncorrected volatile ECC errors during the window")
     if grown:
-        return result(False, "; ".join(grown))
+        return result(False, "; ".join(grown), _at(growing))
     unread = [g for g in gpus if g not in read]
     if unread:
-        return result(None, f"no ECC counters from {', '.join(_gpu_name(g) for g in unread)}")
+        return result(None, f"no ECC counters from {', '.join(_gpu_name(g) for g in unread)}", _at(unread))
     return result(True, "")
 
 
@@ -399,7 +425,8 @@ def per_gpu_throughput_check(record: RunRecord, bounds: CaseBounds) -> Check | N
     reference = reference_note(bounds, "min_samples_per_sec_per_gpu", gpus, slowest.throughput)
     return Check(key="throughput_per_gpu", name="per-GPU throughput", kind="performance", measured=slowest.throughput,
                  bound=bound, unit=unit, comparison=">=", passed=not missed,
-                 note="; ".join(part for part in (note, reference) if part), source=bounds.source)
+                 note="; ".join(part for part in (note, reference) if part), source=bounds.source,
+                 locations=rate_locations(missed or [slowest], several_hosts))
 
 
 def gpu_uniformity_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
@@ -415,14 +442,16 @@ def gpu_uniformity_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
     rates = gpu_rates(record)
     bound, why = bound_for(bounds, "min_gpu_uniformity", len(rates))
 
-    def result(passed: bool | None, note: str) -> Check:
+    several_hosts = len(record.hosts) > 1
+
+    def result(passed: bool | None, note: str, named: list | None = None) -> Check:
         return Check(key="gpu_uniformity", name="GPU uniformity (each GPU / the node's median)", kind="health",
                      measured=rates[0].fraction_of_median if rates else None, bound=bound, unit="",
-                     comparison=">=", passed=passed, note=note, source=bounds.source)
+                     comparison=">=", passed=passed, note=note, source=bounds.source,
+                     locations=rate_locations(named if named is not None else rates[:1], several_hosts))
 
     if not rates:
         return result(None, "no per-GPU rates in the record")
-    several_hosts = len(record.hosts) > 1
     slowest = describe_rate(rates[0], unit, several_hosts)
     median = f"node median {node_median(rates):,.1f} {unit} over {len(rates)} GPUs"
     if record.device_kind == "cpu":
@@ -434,7 +463,7 @@ def gpu_uniformity_check(record: RunRecord, bounds: CaseBounds) -> Check | None:
                             f"slowest: {slowest}, {median}")
     missed = [r for r in rates if r.fraction_of_median < bound]
     if missed:
-        return result(False, "; ".join(describe_rate(r, unit, several_hosts) for r in missed) + f"; {median}")
+        return result(False, "; ".join(describe_rate(r, unit, several_hosts) for r in missed) + f"; {median}", missed)
     return result(True, f"slowest: {slowest}, {median}")
 
 

@@ -23,6 +23,7 @@ from typing import Literal, Mapping
 from harness.checks.verdict import Check
 from harness.node.hardware import GpuInfo, Hardware
 from harness.node.presence import NvidiaPresence, normal_bus_id
+from harness.results.location import Location
 
 SLURM_GPU_VARIABLES = ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS")
 """Where harness/launch/slurm.py reads a job's GPUs per node from, in its order; named in the check's source."""
@@ -83,16 +84,18 @@ def node_shape_checks(expected: ExpectedGpus | None, *, hw: Hardware, presence: 
                       note="cpu profile: a harness self-check on CPU ranks, not a GPU sign-off; no GPU count is "
                            "expected (state --expect-gpus N to require N ranks)")]
     passed = usable >= expected.count
+    missing: tuple[Location, ...] = ()
     if passed:
         note = ""
     elif unit == "GPUs":
+        missing = missing_gpus(hw, expected)
         note = missing_gpus_note(hw, presence, usable, expected)
     else:
         note = (f"this process may use {usable} CPU cores, one per rank; {expected.count} ranks expected "
                 f"({expected.source})")
     checks = [Check(key="gpu_count", name="usable GPUs" if unit == "GPUs" else "usable ranks", kind="health",
                     measured=float(usable), bound=float(expected.count), unit=unit, comparison=">=", passed=passed,
-                    source=expected.source, note=note)]
+                    source=expected.source, note=note, locations=missing)]
     if shapes and not expected.stated:
         node = node_gpu_count(hw, presence)
         fits = node <= max(shapes)
@@ -103,6 +106,19 @@ def node_shape_checks(expected: ExpectedGpus | None, *, hw: Hardware, presence: 
                             f"shape profile {profile_name} describes: it is not a node of this kind, or the profile "
                             "needs this shape (a published figure, docs/references.md)"))
     return checks
+
+
+def missing_gpus(hw: Hardware, expected: ExpectedGpus) -> tuple[Location, ...]:
+    """The GPUs the node lacks: those CUDA_VISIBLE_DEVICES hides (index and UUID), then each index of
+    the expected count NVML shows no usable GPU at (NVML counts it but cannot read it, or it is absent)."""
+    hidden = tuple(Location(gpu_index=gpu.index, gpu_uuid=gpu.uuid, detail="hidden by CUDA_VISIBLE_DEVICES")
+                   for gpu in hw.hidden_gpus)
+    known = {gpu.index for gpu in hw.gpus + hw.hidden_gpus}
+    counted = hw.nvml_gpu_count or 0
+    absent = tuple(Location(gpu_index=index, detail="NVML counts it but cannot read it" if index < counted
+                            else "not seen by NVML")
+                   for index in range(max(expected.count, counted)) if index not in known)
+    return hidden + absent
 
 
 def missing_gpus_note(hw: Hardware, presence: NvidiaPresence | None, usable: int, expected: ExpectedGpus) -> str:
@@ -121,6 +137,10 @@ def missing_gpus_note(hw: Hardware, presence: NvidiaPresence | None, usable: int
     if pci_only and hw.nvml_gpu_count is not None:
         parts.append(f"on the PCI bus but not seen by NVML: {', '.join(pci_only)} (fallen off the bus, not bound "
                      "to the driver, or not given to this container)")
+    absent = [location for location in missing_gpus(hw, expected) if location.gpu_uuid is None]
+    for why in dict.fromkeys(location.detail for location in absent):
+        indices = ", ".join(str(location.gpu_index) for location in absent if location.detail == why)
+        parts.append(f"missing GPU {indices} ({why})")
     if not expected.stated:
         parts.append("to test part of a node on purpose, state it with --expect-gpus N")
     return "; ".join(parts)

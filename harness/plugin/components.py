@@ -184,7 +184,8 @@ class ComponentRuns:
         if run.status == "ok":
             gpu = data.get("gpu") or {}
             if gpu.get("missing"):
-                found.append(checks.reported_check(gpu.get("label", "?")))
+                found.append(checks.reported_check(gpu.get("label", "?"), checks.location_of(
+                    {"gpu_index": gpu.get("index"), "gpu_uuid": gpu.get("uuid")})))
             found += not_judged(checks_of, definitions.mismatch("components", ctx.profile.definitions))
         assert self.spec is not None
         return CheckedResult(name=name, context=f"{ctx.profile.name}, {what}", checks=found,

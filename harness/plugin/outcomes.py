@@ -20,6 +20,7 @@ from harness.cases import CaseId
 from harness.checks.session import (MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict, case_required,
                                     judge_session, required_tests, unjudged)
 from harness.plugin.remote_gpu_state import judged_nodes
+from harness.plugin.results import CaseResult
 from harness.plugin.session import HarnessSession
 
 OUTCOMES_KEY = pytest.StashKey["SessionOutcomes"]()
@@ -111,7 +112,7 @@ class SessionOutcomes:
         return SelectedTest(name=item.name, outcome=outcome,  # type: ignore[arg-type]
                            must_run=self._beyond_node(item),
                            checks=tuple(c.to_dict() for c in result.checks) if result is not None else (),
-                           reason=self._reason(item.nodeid, outcome))
+                           synchronised=_synchronised(result), reason=self._reason(item.nodeid, outcome))
 
     def case_of(self, nodeid: str) -> CaseId | None:
         """The benchmark case a test of the session runs; None for other tests."""
@@ -165,3 +166,8 @@ def _names_part(arg: str) -> bool:
 
 def _names_part_of_the_suite(config: pytest.Config) -> bool:
     return any(_names_part(arg) for arg in config.args)
+
+
+def _synchronised(result: object) -> bool:
+    """A DDP case's result: its ranks waited for each other (an independent run's GPUs did not)."""
+    return isinstance(result, CaseResult) and result.record.world_size > 1 and not result.record.independent

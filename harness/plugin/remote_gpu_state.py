@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness.checks.gpu_state import GpuStateInput
+from harness.checks.gpu_state import UNKNOWN_UUID, GpuStateInput
 from harness.checks.verdict import Check
 from harness.launch import slurm
 from harness.launch.cleanup import session_owner
@@ -34,6 +34,7 @@ from harness.node.nvml import CLOCK_SETTING_REASON
 from harness.node.processes import GpuProcess, busy_gpu_message
 from harness.plugin.cases import node_counts
 from harness.plugin.context import SessionContext
+from harness.results.location import Location
 
 PROBE_DIR = "gpu_state_nodes"
 """The probe directory in the run directory: ``<host>.start.json``, ``<host>.end.json``, ``stop``."""
@@ -200,7 +201,7 @@ class RemoteGpuState:
         measured windows, to name the case a fault on that node fell in)."""
         end = self.finish()
         gpus = {int(g["index"]): g for g in self.start.get(node, {}).get("gpus", [])}
-        uuid = str(gpus[index]["uuid"]) if index in gpus else "UUID unknown"
+        uuid = str(gpus[index]["uuid"]) if index in gpus else UNKNOWN_UUID
         why = self.problem(node, "start") or self.problem(node, "end")
         if why is None and index not in gpus:
             shown = ", ".join(str(i) for i in sorted(gpus)) or "none"
@@ -250,22 +251,27 @@ class RemoteGpuState:
         """``remote_gpu_count``: every other node shows the GPUs a node of this session must have (the
         smallest count is the measure); an unread node fails it, named."""
         counts = {node: len(self.start.get(node, {}).get("gpus", [])) for node in self.nodes}
-        short = []
+        short, missing = [], []
         for node in self.nodes:
             why = self.problem(node, "start")
             if why is not None:
                 short.append(f"{why}: its GPUs are unknown")
+                missing.append(Location(node=node, detail="not read"))
             elif self.expected_gpus is not None and counts[node] < self.expected_gpus:
-                shown = ", ".join(f"GPU {g['index']} {g['uuid']}" for g in self.start[node].get("gpus", []))
+                gpus = self.start[node].get("gpus", [])
+                shown = ", ".join(f"GPU {g['index']} {g['uuid']}" for g in gpus)
                 short.append(f"node {node}: {counts[node]} usable GPUs < {self.expected_gpus} expected "
                              f"(NVML there shows: {shown or 'none'})")
+                there = {g.get("index") for g in gpus}
+                missing += [Location(node=node, gpu_index=index, detail="not seen by NVML")
+                            for index in range(self.expected_gpus) if index not in there]
         fewest = min(counts.values()) if counts else 0
         seen = ", ".join(f"{node} {count}" for node, count in counts.items())
         bound = float(self.expected_gpus) if self.expected_gpus is not None else None
         return Check(key="remote_gpu_count", name="usable GPUs on the other nodes", kind="health",
                      measured=float(fewest), bound=bound,
                      unit="GPUs", comparison=">=", passed=not short, source=expected_source,
-                     note="; ".join(short) if short else f"usable GPUs per node: {seen}")
+                     note="; ".join(short) if short else f"usable GPUs per node: {seen}", locations=tuple(missing))
 
     def gpu_model_check(self, driver_models: Sequence[str], profile_name: str) -> Check:
         """``remote_gpu_model``: every other node's GPUs are the model the driver's are, the model the

@@ -25,6 +25,7 @@ import pytest
 
 from harness.cases import CaseId
 from harness.checks import confirm, verdict
+from harness.checks.straggler import name_straggler
 from harness.checks.verdict import Check
 from harness.launch.cleanup import Orphan, find_orphans, stop_orphans
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
@@ -106,8 +107,8 @@ class HarnessSession:
         bounds = self.profile.bounds(case.model, case.precision)
         assert bounds is not None
         rules = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
-        return not_judged(rules(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()),
-                          definitions.mismatch("training", self.profile.definitions))
+        checks = name_straggler(rules(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()), record)
+        return not_judged(checks, definitions.mismatch("training", self.profile.definitions))
 
     def confirmed(self, case: CaseId, key: str, first: confirm.Attempt) -> tuple[RunRecord, RunRecord | None,
                                                                                   list[Check]]:

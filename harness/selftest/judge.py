@@ -45,6 +45,10 @@ class RowOutcome:
     cause_named: bool | None = None
     """None: not applicable, or no check can name the cause here (``cause_note`` says why)."""
     cause_note: str = ""
+    headline_named: bool | None = None
+    """The session verdict's headline names the GPU the fault was put on (and the foreign pid); None: the
+    row asks nothing of the headline."""
+    headline_note: str = ""
     verdict: str | None = None
     """session.json's session_verdict.verdict, when recorded."""
     ok: bool = True
@@ -110,12 +114,15 @@ def judge(spec: RowSpec, run: RowRun | None) -> RowOutcome:
     wanted = set(spec.expected_keys) - set(missing)
     failed = (set(failed_keys) >= wanted) if spec.require == "all" else bool(failed_keys)
     cause_named, cause_note = _cause(spec, run, [c for c in checks if c.get("key") in failed_keys])
+    headline_named, headline_note = _headline(spec, run)
     problems = []
     if not failed:
         passed = sorted(wanted - set(failed_keys))
         problems.append(f"degradation PASSED: {', '.join(passed)} did not fail")
     if failed and cause_named is False:
         problems.append(f"cause not named ({cause_note})")
+    if failed and headline_named is False:
+        problems.append(f"headline blames the wrong place ({headline_note})")
     if verdict == "PASS":
         problems.append("session verdict PASS")
     if run.exit_code == 0:
@@ -124,7 +131,8 @@ def judge(spec: RowSpec, run: RowRun | None) -> RowOutcome:
     also = f"; also failed: {', '.join(other)}" if other else ""
     seen = f"failed: {', '.join(failed_keys)}" if failed_keys else "nothing failed"
     return RowOutcome(**base, applicable=True, failed=failed, failed_keys=failed_keys, other_failed=other,
-                      cause_named=cause_named, cause_note=cause_note, verdict=verdict, ok=not problems,
+                      cause_named=cause_named, cause_note=cause_note, headline_named=headline_named,
+                      headline_note=headline_note, verdict=verdict, ok=not problems,
                       summary=("; ".join(problems) if problems else seen) + also)
 
 
@@ -142,6 +150,22 @@ def _cause(spec: RowSpec, run: RowRun, failed_checks: list[dict[str, Any]]) -> t
         return _named(tokens, run.output_tail), f"looked for {' / '.join(tokens)} in the session's output"
     notes = " | ".join(str(c.get("note") or "") for c in failed_checks)
     return _named(tokens, notes), f"looked for {' / '.join(tokens)} in the failed checks' notes"
+
+
+def _headline(spec: RowSpec, run: RowRun) -> tuple[bool | None, str]:
+    """Whether the session verdict's headline names every ``headline_tokens`` and, for a cause found in the
+    notes, one of the run's own cause tokens (the foreign pid)."""
+    if not spec.headline_tokens:
+        return None, ""
+    stored = (run.session or {}).get("session_verdict")
+    headline = str(stored.get("headline") or "") if isinstance(stored, dict) else ""
+    wanted: list[tuple[str, ...]] = [(token,) for token in spec.headline_tokens]
+    if spec.cause_in == "notes" and run.cause_tokens:
+        wanted.append(run.cause_tokens)
+    missing = [" / ".join(tokens) for tokens in wanted if not _named(tokens, headline)]
+    looked = ", ".join(" / ".join(tokens) for tokens in wanted)
+    return not missing, f"looked for {looked} in the headline {headline or '(none)'!r}" + (
+        f"; missing: {', '.join(missing)}" if missing else "")
 
 
 def _judge_refusal(spec: RowSpec, run: RowRun, base: dict[str, Any], verdict: str | None) -> RowOutcome:

@@ -80,6 +80,10 @@ class RowSpec:
     session's terminal output (a refused session leaves no session.json)."""
     cause_not_expected: str | None = None
     """Why no check can name the cause on this node (the row is judged on failing alone)."""
+    headline_tokens: tuple[str, ...] = ()
+    """Each of these must be named in the session verdict's headline (``GPU 3``: the GPU the fault was put
+    on); where the row's cause is in the notes, one of its cause tokens (the foreign pid) must be too. An
+    operator reads the headline: a cause named in a note only is a headline blaming the wrong GPU."""
     expect_refusal: bool = False
     """The session must refuse to start (exit non-zero before any benchmark) instead of failing a check."""
     refusal_counts: bool = False
@@ -117,23 +121,37 @@ def plan_rows(*, profile: Profile, visible_gpus: list[NodeGpu], node_gpus: list[
     case = launch_bound_case(profile, device)
     case_args: tuple[str, ...] = ()
     no_case = f"profile {profile.name} has no case with a throughput bound"
+    ddp_gpus = ddp_gpu_count(profile, len(visible_gpus)) if device == "cuda" else 1
+    load_args: tuple[str, ...] = ()
     if case is not None:
         case_args = (SCALING_TEST, "--harness-models", case[0], "--harness-precisions", case[1], "--harness-gpus", "1")
-    return [_foreign_load_row(device, visible_gpus, cores, base_args + case_args, no_case if case is None else None),
+        load_args = (*case_args[:-1], str(ddp_gpus))
+    return [_foreign_load_row(device, visible_gpus[:ddp_gpus], cores, base_args + load_args,
+                              no_case if case is None else None),
             _nccl_row(device, visible_gpus, base_args),
             _hidden_gpu_row(device, node_gpus, base_args) if device == "cuda" else _hidden_core_row(cores, base_args),
             _host_sync_row(device, base_args + case_args, no_case if case is None else None)]
 
 
-def _foreign_load_row(device: str, visible_gpus: list[NodeGpu], cores: tuple[int, ...], args: tuple[str, ...],
+def ddp_gpu_count(profile: Profile, visible: int) -> int:
+    """The GPUs of the foreign-load row's case: the profile's largest DDP count the node can run (every rank
+    then waits for the loaded GPU, the case where a headline once blamed GPU 0); 1 on a one-GPU node."""
+    counts = [n for n in profile.gpu_counts if 1 < n <= visible]
+    return max(counts) if counts else 1
+
+
+def _foreign_load_row(device: str, case_gpus: list[NodeGpu], cores: tuple[int, ...], args: tuple[str, ...],
                       no_case: str | None) -> RowSpec:
     if device == "cuda":
-        target = visible_gpus[0] if visible_gpus else None
+        # The case's last GPU, not its first: the rank-0 GPU is where a careless verdict looks anyway.
+        target = case_gpus[-1] if case_gpus else None
+        ddp = f"of the {len(case_gpus)}-GPU DDP case " if len(case_gpus) > 1 else ""
         return RowSpec(key="foreign_load", injected=f"foreign matmul loop on GPU {target.index if target else '?'} "
-                       "from the case's warmup on",
+                       f"{ddp}from the case's warmup on",
                        expected_keys=("throughput_per_gpu", "foreign_processes"), pytest_args=args,
                        not_applicable=no_case or (None if target else "no GPU visible"),
-                       foreign_load=ForeignLoad(device="cuda", gpu_uuid=target.uuid if target else None))
+                       foreign_load=ForeignLoad(device="cuda", gpu_uuid=target.uuid if target else None),
+                       headline_tokens=(f"GPU {target.index}",) if target else ())
     load = ForeignLoad(device="cpu", cores=cores)
     return RowSpec(key="foreign_load",
                    injected=f"{load.burners_per_core} busy processes per rank core ({len(cores)} cores) from the "
@@ -187,7 +205,8 @@ def _hidden_gpu_row(device: str, node_gpus: list[NodeGpu], base_args: tuple[str,
     return RowSpec(key="hidden_gpu", injected=f"CUDA_VISIBLE_DEVICES={visible} hides GPU {hidden.index} "
                    f"(--expect-gpus {len(node_gpus)})",
                    expected_keys=("gpu_count",), pytest_args=args, env={"CUDA_VISIBLE_DEVICES": visible},
-                   cause_tokens=tuple(t for t in (hidden.uuid, hidden.pci_bus_id) if t), refusal_counts=True)
+                   cause_tokens=tuple(t for t in (hidden.uuid, hidden.pci_bus_id) if t), refusal_counts=True,
+                   headline_tokens=(f"GPU {hidden.index}",))
 
 
 HOST_STALL_MS = 8.0

@@ -24,6 +24,7 @@ from markupsafe import Markup, escape
 from harness.report.format import fmt_number
 from harness.report.inputs import as_dict, as_int, as_list, as_number, as_text
 from harness.report.outcomes import SessionTest
+from harness.results.location import locations_of
 
 COMPONENT_COLUMNS = (
     ("gemm_bf16", "GEMM bf16"), ("gemm_fp16", "GEMM fp16"), ("gemm_tf32", "GEMM tf32"), ("gemm_fp32", "GEMM fp32"),
@@ -35,7 +36,6 @@ OTHER_COLUMNS = (
     ("xid_events", "XID events"), ("throughput_per_gpu", "throughput / GPU"), ("gpu_uniformity", "GPU uniformity"),
 )
 _GPU_PARAM = re.compile(r"\[(?:[^\]]*-)?gpu(\d+)\]$")
-_GPU_IN_NOTE = re.compile(r"\bGPU (\d+)\b")
 _STATE = {True: "pass", False: "fail", None: "skip"}
 
 
@@ -128,8 +128,8 @@ def _checks_by_gpu(tests: list[SessionTest], gpus: dict[int, str]) -> dict[tuple
                 owners = [as_int(g) for g in pair]
             elif index is not None:
                 owners = [index]
-            else:  # a benchmark case: each GPU its note names, else every GPU (a passing check names none)
-                named = [int(g) for g in _GPU_IN_NOTE.findall(as_text(check.get("note")))]
+            else:  # a benchmark case: each GPU a failed check names (its locations), else every GPU
+                named = [loc.gpu_index for loc in locations_of(check) if loc.node is None and loc.blamed]
                 owners = list(named if named and check.get("passed") is False else gpus)
             for owner in owners:
                 if owner is not None:
