@@ -9,7 +9,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from harness.checks.verdict import reason_shares, telemetry_checks
+from harness.checks.telemetry_checks import reason_shares, telemetry_checks
 from harness.node.processes import descends_from, parent_pid
 from harness.node.xid import XidEvent
 from harness.plugin.gpu_state import GpuStateRunner

@@ -15,7 +15,8 @@ import pytest
 
 from harness import telemetry
 from harness.checks import verdict
-from harness.checks.verdict import telemetry_checks, weak_scaling_checks
+from harness.checks.telemetry_checks import telemetry_checks
+from harness.checks.verdict import weak_scaling_checks
 from harness.launch import benchmark as launch
 from harness.records import RunRecord
 from harness.telemetry import Sampler, Timeline, sampler_for, window_state

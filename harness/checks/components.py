@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.checks.verdict import Check, CheckKind
+from harness.checks.check import Check, CheckKind
 from harness.profile.bounds import ComponentBounds
 from harness.results.location import Location, gpu_location
 from harness.telemetry import gpu_label

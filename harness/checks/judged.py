@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.checks.verdict import Check
+from harness.checks.check import Check
 
 
 def not_judged(checks: list[Check], why: str | None) -> list[Check]:

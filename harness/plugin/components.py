@@ -19,7 +19,8 @@ import pytest
 from harness.checks import components as checks
 from harness import definitions
 from harness.checks.judged import not_judged
-from harness.checks.verdict import Check, telemetry_checks
+from harness.checks.check import Check
+from harness.checks.telemetry_checks import telemetry_checks
 from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext

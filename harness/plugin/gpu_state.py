@@ -17,7 +17,7 @@ import pytest
 
 from harness.checks.gpu_state import GpuStateInput, clock_setting_windows, gpu_state_checks
 from harness.checks.node_load import case_windows
-from harness.checks.verdict import describe_foreign, reason_shares
+from harness.checks.telemetry_checks import describe_foreign, reason_shares
 from harness.node.gpu_state import GpuState, read_gpu_states
 from harness.node.xid import XidWatcher
 from harness.plugin.context import SessionContext

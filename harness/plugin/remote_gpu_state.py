@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.checks.gpu_state import UNKNOWN_UUID, GpuStateInput
-from harness.checks.verdict import Check
+from harness.checks.check import Check
 from harness.launch import slurm
 from harness.launch.cleanup import session_owner
 from harness.launch.command import PACKAGE_ROOT

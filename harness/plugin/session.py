@@ -26,7 +26,7 @@ import pytest
 from harness.cases import CaseId
 from harness.checks import confirm, verdict
 from harness.checks.straggler import name_straggler
-from harness.checks.verdict import Check
+from harness.checks.check import Check
 from harness.launch.cleanup import Orphan, find_orphans, stop_orphans
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
 from harness.node.cpu_features import native_bf16_flag
