@@ -5,10 +5,11 @@ prove on this node that the harness can fail (selftest)."""
 from __future__ import annotations
 
 import argparse
-import stat
 import sys
 import tempfile
 from pathlib import Path
+
+from harness.files import path_kind
 
 
 class UsageError(Exception):
@@ -95,7 +96,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     run_dir = output.with_name(output.name + ".logs")
     record = run_benchmark(spec, run_dir)
     print(summary_line(record))
-    kind = _output_kind(output)
+    kind = path_kind(output)
     if kind is not None:  # something took the path while the benchmark ran: leave it alone
         raise UsageError(f"--output {output}: is {kind} now, so the record was not written there; it is in "
                          f"{run_dir / 'record.json'}")
@@ -109,26 +110,13 @@ _OPTION_OF_FIELD = {"warmup_seconds": "--warmup", "measure_seconds": "--duration
                     "gpus_per_node": "--gpus"}
 """The option of each BenchmarkSpec / LaunchSettings field that `harness run` sets."""
 
-_NOT_REGULAR = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
-                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _output_kind(output: Path) -> str | None:
-    """What is at ``output`` when it is not a regular file ("a symbolic link", "a directory", ...);
-    None when it is one or nothing is there."""
-    try:
-        mode = output.lstat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # _check_output says what is wrong with the directory
-    return next((kind for is_kind, kind in _NOT_REGULAR if is_kind(mode)), None)
-
 
 def _check_output(output: Path) -> None:
     """UsageError unless the record and its logs (<output>.logs/) can be written: before any benchmark,
     so that nothing is measured for nothing and nothing but a record file is ever replaced (the record
     is written to a new file renamed over the path, which would turn a link, a device or a pipe into a
     regular file)."""
-    kind = _output_kind(output)
+    kind = path_kind(output)
     if kind == "a directory":
         raise UsageError(f"--output {output}: is a directory; name a file in it, e.g. --output {output / 'run.json'}")
     if kind is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.files import refuse_special_output
 from harness.node.overrides import Override, find_overrides
 
 SCHEMA_VERSION = 1
@@ -240,8 +241,11 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
     """Write-then-rename, so a reader never sees half a file even if we die mid-write.
 
     ``mode``: None gives the run directory's one mode (``default_file_mode``); 0o644 for files that
-    another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError.
+    another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError;
+    ``harness.files.OutputPathError`` (an OSError) where ``path`` is a device, a FIFO, a link or a
+    directory, which the rename would otherwise replace.
     """
+    refuse_special_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -250,6 +254,7 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, default_file_mode() if mode is None else mode)
+        refuse_special_output(path)  # again: something may have taken the name while we wrote
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
