@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,143 @@ def test_fleet_and_history_outputs_follow_the_umask(reports, tmp_path, capsys):
     capsys.readouterr()
     for path in [*(tmp_path / "fleet").iterdir(), tmp_path / "h.json", tmp_path / "h.html"]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+# --- item 2: the orphan sweep and PID namespaces --------------------------------------------------
+
+_IN_NAMESPACE = r"""
+import os, subprocess, sys, time
+from harness.launch.cleanup import OWNER_ENV, RUN_ID_ENV, LAUNCH_DIR_ENV, _start_time, session_owner
+run_id, how = sys.argv[1], sys.argv[2]
+if how == "dead-launcher":  # the launcher starts the launch and dies; the namespace (its init: us) lives on
+    if os.fork() == 0:
+        env = {**os.environ, RUN_ID_ENV: run_id, OWNER_ENV: session_owner(), LAUNCH_DIR_ENV: "/tmp"}
+        subprocess.Popen(["sleep", "120"], env=env, start_new_session=True)
+        os._exit(0)
+    os.wait()
+else:
+    owner = session_owner() if how == "live" else f"{os.getpid()}:{_start_time(os.getpid())}"  # the old tag
+    env = {**os.environ, RUN_ID_ENV: run_id, OWNER_ENV: owner, LAUNCH_DIR_ENV: "/tmp"}
+    subprocess.Popen(["sleep", "120"], env=env, start_new_session=True)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def in_a_pid_namespace(tmp_path):
+    """Start a launch in a new PID namespace (``unshare --pid --fork --mount-proc``, as a container does);
+    yields a function ``start(how) -> host pid of the launch's tagged process``."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    from harness.launch.cleanup import tagged_pids
+
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root")
+    started: list[tuple[subprocess.Popen, str]] = []
+
+    def start(how: str) -> int:
+        run_id = f"reltest-ns-{how}-{os.getpid()}"
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        process = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                                    _IN_NAMESPACE, run_id, how], env=env, stdout=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        started.append((process, run_id))
+        line = process.stdout.readline() if process.stdout else ""
+        if line.strip() != "ready":
+            pytest.skip(f"unshare --pid did not start here ({process.poll()})")
+        for _ in range(50):
+            pids = tagged_pids(run_id)
+            if pids:
+                return pids[0]
+            time.sleep(0.1)
+        raise AssertionError("the tagged process in the namespace never appeared")
+
+    yield start
+    for process, run_id in started:
+        for pid in tagged_pids(run_id):
+            os.kill(pid, signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_live_launch_in_another_pid_namespace_is_left_alone(in_a_pid_namespace):
+    """The issue's finding: its owner tag names pid 1 of the container; on the host pid 1 is init with
+    another start time, so the sweep took the container's live run for an orphan and killed it."""
+    from harness.launch.cleanup import survey
+
+    pid = in_a_pid_namespace("live")
+    orphans, unsure = survey()
+    assert pid not in [o.pid for o in orphans + unsure]
+    assert _alive(pid)
+
+
+def test_an_old_owner_tag_from_another_namespace_refuses_the_session_and_kills_nothing(in_a_pid_namespace):
+    from harness.plugin.session import _stop_orphans
+
+    pid = in_a_pid_namespace("old-tag")
+    with pytest.raises(pytest.UsageError) as refused:
+        _stop_orphans()
+    text = str(refused.value)
+    assert f"pid {pid} (sleep 120)" in text and "another PID namespace" in text
+    assert "No benchmark was started" in text and "kill PID" in text
+    assert _alive(pid)
+
+
+def test_a_launch_whose_launcher_died_in_its_namespace_is_an_orphan_and_is_stopped(in_a_pid_namespace):
+    from harness.launch.cleanup import stop_orphans, survey
+
+    pid = in_a_pid_namespace("dead-launcher")
+    orphans, unsure = survey()
+    assert [o.pid for o in orphans if o.run_id.startswith("reltest-ns-")] == [pid]
+    assert pid not in [o.pid for o in unsure]
+    assert stop_orphans([o for o in orphans if o.pid == pid]) == []
+    assert not _alive(pid)
+
+
+def test_a_tag_of_another_boot_or_host_is_never_proof():
+    from harness.launch.cleanup import OwnerTag, session_owner
+
+    mine = OwnerTag.parse(session_owner())
+    assert mine is not None and mine.pid == os.getpid() and mine.namespace and mine.boot_id
+    other = OwnerTag.parse(f"1:1:{mine.namespace}:00000000-0000-0000-0000-000000000000")
+    assert other is not None and other.boot_id == "00000000-0000-0000-0000-000000000000"
+    assert OwnerTag.parse("12:345") == OwnerTag(pid=12, start="345", namespace=None, boot_id=None)
+    assert OwnerTag.parse("garbage") is None
+
+
+def test_a_process_tagged_by_a_session_on_another_host_is_named_not_killed(tmp_path):
+    """srun passes the environment on: a rank on this node carries its driver node's tag, whose pid means
+    nothing here. Before, the sweep killed another node's live multi-node run."""
+    import subprocess
+
+    from harness.launch.cleanup import LAUNCH_DIR_ENV, OWNER_ENV, RUN_ID_ENV, OwnerTag, session_owner, survey
+
+    mine = OwnerTag.parse(session_owner())
+    assert mine is not None
+    tag = f"999999:1:{mine.namespace}:00000000-0000-0000-0000-000000000000"
+    env = {**os.environ, RUN_ID_ENV: "reltest-other-host", OWNER_ENV: tag, LAUNCH_DIR_ENV: str(tmp_path)}
+    sleeper = subprocess.Popen(["sleep", "120"], env=env, start_new_session=True)
+    try:
+        for _ in range(50):
+            orphans, unsure = survey()
+            if sleeper.pid in [o.pid for o in unsure]:
+                break
+        assert sleeper.pid not in [o.pid for o in orphans]
+        named = next(o for o in unsure if o.pid == sleeper.pid)
+        assert "another host or an earlier boot" in named.describe()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
