@@ -9,7 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.files import path_kind
+from harness.checks.session import EXIT_NOT_RECORDED
+from harness.files import NotRecorded, path_kind
 
 
 class UsageError(Exception):
@@ -271,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"harness {ns.command}: {exc}", file=sys.stderr)
         return 2
+    except NotRecorded as exc:  # a full disk: the storage's failure, never the node's
+        print(f"harness {ns.command}: {exc}", file=sys.stderr)
+        return EXIT_NOT_RECORDED
     except KeyboardInterrupt:
         print(f"harness {ns.command}: interrupted; every process it started has been stopped", file=sys.stderr)
         return 130

@@ -20,6 +20,8 @@ import errno
 import json
 import os
 import stat
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,6 +51,54 @@ class OutputPathError(OSError):
 
     def __str__(self) -> str:
         return self.strerror or ""
+
+
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+"""A full file system or an exhausted quota: the storage's failure, never the node's."""
+KEPT_DIR_NAME = "harness-not-recorded"
+
+
+class NotRecorded(OSError):
+    """What was measured could not be written for want of space: a storage failure, never the node's.
+
+    The session's verdict says "could not record" with its own exit status (``EXIT_NOT_RECORDED``);
+    ``strerror`` says what could not be written, where its content was kept instead, and what to do."""
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    return isinstance(exc, NotRecorded) or (isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS)
+
+
+def keep_elsewhere(path: Path, text: str) -> str:
+    """Put ``text``, which could not be written to ``path``, where it survives: a file in the temporary
+    directory (another file system, usually), else this process's stderr. Returns where it went."""
+    directory = Path(tempfile.gettempdir()) / KEPT_DIR_NAME
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+        kept = directory / f"{os.getpid()}-{Path(path).name}"
+        with open(kept, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return str(kept)
+    except OSError:
+        pass
+    try:
+        sys.stderr.write(f"harness: {path} could not be written; its content follows\n{text}\n"
+                         f"harness: end of {path}\n")
+        sys.stderr.flush()
+        return "this process's standard error"
+    except (OSError, ValueError):
+        return "nowhere (the temporary directory and standard error failed too)"
+
+
+def not_recorded(path: Path, exc: OSError, text: str) -> NotRecorded:
+    """The NotRecorded for a write of ``text`` to ``path`` that failed with ``exc``, its text kept elsewhere."""
+    kept = keep_elsewhere(path, text)
+    return NotRecorded(exc.errno, f"could not record {path}: {exc.strerror or exc} (a storage failure, not the "
+                                  f"node's); its content is kept in {kept}. Free space there, or point the "
+                                  "harness at another directory, and run again", str(path))
 
 
 class InputFileError(Exception):

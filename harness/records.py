@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.files import refuse_special_output
+from harness.files import STORAGE_ERRNOS, NotRecorded, not_recorded, refuse_special_output
 from harness.node.overrides import Override, find_overrides
 
 SCHEMA_VERSION = 1
@@ -243,9 +243,19 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
     ``mode``: None gives the run directory's one mode (``default_file_mode``); 0o644 for files that
     another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError;
     ``harness.files.OutputPathError`` (an OSError) where ``path`` is a device, a FIFO, a link or a
-    directory, which the rename would otherwise replace.
+    directory, which the rename would otherwise replace; ``harness.files.NotRecorded`` (an OSError)
+    where the file system is full, after keeping ``text`` elsewhere (the temporary directory, else stderr).
     """
     refuse_special_output(path)
+    try:
+        _write_then_rename(path, text, mode)
+    except OSError as exc:
+        if exc.errno in STORAGE_ERRNOS and not isinstance(exc, NotRecorded):
+            raise not_recorded(path, exc, text) from None
+        raise
+
+
+def _write_then_rename(path: Path, text: str, mode: int | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

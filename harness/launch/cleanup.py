@@ -190,7 +190,7 @@ def _owner_state(pid: str, tag: OwnerTag, processes: _Processes) -> str | None:
         tag = OwnerTag(pid=tag.pid, start=tag.start, namespace=here, boot_id=None)
     if _namespace(pid, "time") != _namespace("self", "time"):
         return "it runs in another time namespace, where start times read differently"
-    if tag.namespace == here:
+    if tag.namespace is None or tag.namespace == here:
         return None if _start_time(tag.pid) == tag.start else ""
     index = processes.index()
     if (tag.namespace, tag.pid) in index:
@@ -205,7 +205,8 @@ def survey() -> tuple[list[Orphan], list[Orphan]]:
     """(proven orphans, unsure): every tagged process whose launcher is provably gone in *its* PID
     namespace, and every tagged process whose launcher this session cannot look up. A process whose
     launcher still runs, another session's (in a container or not), is in neither."""
-    orphans, unsure = [], []
+    orphans: list[Orphan] = []
+    unsure: list[Orphan] = []
     processes = _Processes()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
