@@ -200,7 +200,8 @@ def json_depth(text: str) -> int:
 def parse_json_bounded(text: str, where: str, max_depth: int = JSON_MAX_DEPTH) -> Any:
     """``json.loads`` of text that is not nested beyond ``max_depth``; ValueError (with ``where``) otherwise."""
     if ("[" in text or "{" in text) and json_depth(text) > max_depth:
-        raise ValueError(f"{where}: JSON nested deeper than {max_depth} levels; the harness writes no such file")
+        raise ValueError(f"{where}: not readable JSON: nested too deeply (more than {max_depth} levels; the harness "
+                         "writes no such file)")
     return json.loads(text)
 
 
@@ -213,8 +214,8 @@ def read_json_file(path: Path, max_bytes: int = JSON_MAX_BYTES, max_depth: int =
     try:
         return parse_json_bounded(text, str(path), max_depth)
     except RecursionError:  # a smaller stack than the depth cap assumes
-        raise InputFileError(f"{path}: JSON nested too deep to read; the harness writes no such file") from None
+        raise InputFileError(f"{path}: not readable JSON: nested too deeply") from None
     except ValueError as exc:
-        if not isinstance(exc, json.JSONDecodeError) and "nested deeper" in str(exc):
+        if not isinstance(exc, json.JSONDecodeError) and "nested too deeply" in str(exc):
             raise InputFileError(str(exc)) from None
         raise

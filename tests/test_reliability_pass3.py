@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,146 @@ def test_a_process_tagged_by_a_session_on_another_host_is_named_not_killed(tmp_p
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# --- item 3: one damaged file in the history store or a run directory ------------------------------
+
+def _store_with(tmp_path: Path, *runs: str) -> tuple[Path, list[Path]]:
+    from harness.fleet import store
+    from harness.fleet.facts import GpuFigure, SessionFacts
+
+    path = tmp_path / "h.sqlite"
+    figure = GpuFigure(case_key="resnet50-bf16-weak-1gpu", key="throughput_alone", name="throughput alone",
+                       host="n1", rank=0, gpu_index=0, gpu_uuid="GPU-1", value=100.0, unit="images/s",
+                       direction="higher")
+    files = [store.write_session(path, SessionFacts(run_id=run, node="n1", verdict="PASS", started_at=run,
+                                                    gpu_figures=(figure,))) for run in runs]
+    return path, files
+
+
+def _tamper(file: Path, *statements: str) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(file, isolation_level=None)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.close()
+
+
+def _within(seconds: float, work):
+    """``work()``'s result, or a test failure when it has not returned within ``seconds`` (a hang)."""
+    import threading
+
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.update(result=work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: a hang"
+    return box.get("result")
+
+
+def test_a_fifo_named_like_a_store_file_is_named_not_opened(tmp_path):
+    from harness.fleet import store
+
+    path, _ = _store_with(tmp_path, "2026-11-01")
+    os.mkfifo(store.incoming_dir(path) / "x.sqlite")
+    contents = _within(20, lambda: store.load(path))
+    assert len(contents.sessions) == 1
+    assert any("x.sqlite: is a named pipe, not a regular file" in p for p in contents.problems), contents.problems
+    result = _within(20, lambda: store.compact(path))
+    assert any("x.sqlite: is a named pipe" in p for p in result.problems)
+
+
+def test_a_view_that_never_ends_is_stopped_by_the_time_limit_and_named(tmp_path, monkeypatch):
+    """SQLite loops in C here, where no Python signal handler runs: its progress handler stops it."""
+    from harness.fleet import store
+
+    monkeypatch.setattr(store, "QUERY_LIMIT_S", 1.0)
+    path, (bad, _good) = _store_with(tmp_path, "2026-11-01", "2026-11-02")
+    _tamper(bad, "ALTER TABLE sessions RENAME TO sessions_table",
+            "CREATE VIEW sessions AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+            "SELECT s.* FROM n, sessions_table AS s ORDER BY n.i")
+    started = time.monotonic()
+    contents = _within(30, lambda: store.load(path))
+    assert time.monotonic() - started < 10
+    assert [s.run_id for s in contents.sessions] == ["2026-11-02"]
+    assert any(f"{bad}: reading it took more than 1 s and was stopped" in p for p in contents.problems)
+
+
+def test_reasons_nested_100000_deep_and_nan_text_in_a_figure_are_problems_not_tracebacks(tmp_path, capsys):
+    from harness.fleet import store
+
+    path, (deep, nan) = _store_with(tmp_path, "2026-11-01", "2026-11-02")
+    _tamper(deep, f"UPDATE sessions SET verdict_reasons = '{'[' * 100_000 + ']' * 100_000}'")
+    _tamper(nan, "UPDATE gpu_figures SET value = 'NaN'")
+    contents = store.load(path)
+    deep_session = next(s for s in contents.sessions if s.run_id == "2026-11-01")
+    assert deep_session.verdict_reasons[0].startswith("unreadable verdict reasons")
+    assert any(str(nan) in p and "value = 'NaN' is not a finite number" in p for p in contents.problems)
+    code = main(["history", "--node", "n1", "--store", str(path)])
+    captured = capsys.readouterr()
+    assert code in (0, 1, 2) and "Traceback" not in captured.err
+    assert "value = 'NaN' is not a finite number" in captured.err
+
+
+def test_one_bad_row_does_not_block_compaction_and_its_file_is_named_and_kept(tmp_path):
+    from harness.fleet import store
+
+    path, (bad, good) = _store_with(tmp_path, "2026-11-01", "2026-11-02")
+    _tamper(bad, "UPDATE gpu_figures SET value = 'NaN'")
+    result = store.compact(path)
+    assert result.folded == [good] and not good.exists()
+    assert bad.exists() and any(str(bad) in p and "the file is kept" in p for p in result.problems)
+    assert [s.run_id for s in store.load(path).sessions] == ["2026-11-02"]
+
+
+def test_compaction_keeps_a_write_committed_under_another_writers_lock(tmp_path):
+    """A process writing the compacted store itself (an older harness, sqlite3 by hand) holds SQLite's lock
+    and commits while a compaction runs: the compaction waits for it instead of copying around it."""
+    import sqlite3
+    import threading
+
+    from harness.fleet import store
+
+    path, _ = _store_with(tmp_path, "2026-11-01")
+    store.compact(path)  # the compacted store exists
+    _store_with(tmp_path, "2026-11-02")  # a new per-session file for the next compaction
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    row = {"run_id": "by-hand", "node": "n1", "verdict": "PASS", "source": "sqlite3", "recorded_at": "now"}
+    writer.execute(f"INSERT INTO sessions ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                   tuple(row.values()))
+    compaction = threading.Thread(target=store.compact, args=(path,))
+    compaction.start()
+    time.sleep(1.0)  # the compaction is under way, waiting for the lock
+    writer.execute("COMMIT")
+    writer.close()
+    compaction.join(60)
+    assert not compaction.is_alive()
+    assert {s.run_id for s in store.load(path).sessions} == {"2026-11-01", "2026-11-02", "by-hand"}
+
+
+def test_a_run_directory_json_that_links_to_dev_zero_is_refused_not_read(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    (run_dir / "runs").mkdir(parents=True)
+    (run_dir / "session.json").symlink_to("/dev/zero")
+    (run_dir / "report.json").write_text("[" * 100_000 + "]" * 100_000)
+    (run_dir / "runs" / "a.json").symlink_to("/dev/zero")
+    code = _within(30, lambda: main(["report", str(run_dir)]))
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    assert "session.json is a symbolic link" in err and "report.json not readable JSON: nested too deeply" in err
+    other = tmp_path / "other"
+    (other / "runs").mkdir(parents=True)
+    (other / "runs" / "a.json").symlink_to("/dev/zero")
+    assert _within(30, lambda: main(["compare", str(other), str(other)])) == 2
+    assert "a.json: is a symbolic link" in capsys.readouterr().err
+
+
+def test_the_fleet_job_bounds_the_commands_that_read_the_store():
+    text = (Path(__file__).resolve().parents[1] / "slurm" / "fleet.sbatch").read_text()
+    for command in ("-m harness history", "-m harness fleet"):
+        line = next(line for line in text.splitlines() if command in line)
+        assert "timeout " in line, line
