@@ -400,3 +400,67 @@ def test_the_fleet_job_bounds_the_commands_that_read_the_store():
     for command in ("-m harness history", "-m harness fleet"):
         line = next(line for line in text.splitlines() if command in line)
         assert "timeout " in line, line
+
+
+# --- item 7: selftest ------------------------------------------------------------------------------
+
+_SELFTEST_ROW = r"""
+import sys
+from pathlib import Path
+from harness.selftest.rows import ForeignLoad, RowSpec
+from harness.selftest.runner import run_row
+
+row_dir, test_file = Path(sys.argv[1]), sys.argv[2]
+spec = RowSpec(key="foreign_load", injected="stand-in", expected_keys=(), pytest_args=(test_file,),
+               foreign_load=ForeignLoad(device="cpu", cores=(0,), burners_per_core=1))
+run_row(spec, repo_root=Path.cwd(), row_dir=row_dir, timeout_s=300)
+"""
+
+
+def _marked(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def test_a_sigkilled_selftest_leaves_nothing_running(tmp_path):
+    """Its row's session and foreign load run in sessions of their own: before, SIGKILL left them running
+    (7 processes 15 s later). Now they get SIGTERM when it dies, and stop what they started."""
+    import signal
+    import subprocess
+
+    test_file = tmp_path / "test_slow.py"
+    test_file.write_text("import time\n\ndef test_slow():\n    time.sleep(120)\n")
+    marker = f"SELFTEST_KILL_TEST_{os.getpid()}"
+    env = {**os.environ, marker: "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    selftest = subprocess.Popen([sys.executable, "-c", _SELFTEST_ROW, str(tmp_path / "row"), str(test_file)],
+                                env=env, cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while len(_marked(marker)) < 3:  # the selftest, its session and its foreign load
+            assert time.time() < deadline and selftest.poll() is None, _marked(marker)
+            time.sleep(0.2)
+        time.sleep(1.0)  # both children past their start-up
+        selftest.kill()
+        selftest.wait()
+        deadline = time.time() + 15
+        while _marked(marker) and time.time() < deadline:
+            time.sleep(0.2)
+        assert _marked(marker) == []
+    finally:
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_two_selftests_started_in_the_same_second_get_two_directories(tmp_path):
+    from harness.selftest.cli import new_directory
+
+    wanted = tmp_path / "reports" / "selftest-20261127-070000-vm"
+    first, second = new_directory(wanted), new_directory(wanted)
+    assert first == wanted and second == wanted.with_name(wanted.name + "-2")
+    assert first.is_dir() and second.is_dir()

@@ -77,7 +77,7 @@ PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when the thread that forked it exits."""
 
 
-def die_with_launcher(launcher_pid: int) -> Callable[[], None]:
+def die_with_launcher(launcher_pid: int, signum: int = signal.SIGKILL) -> Callable[[], None]:
     """Popen's preexec_fn for torchrun: SIGKILL it when the launcher dies, even by SIGKILL (the OOM
     killer, a CI runner's hard kill), so no launch outlives its session and holds the GPUs.
 
@@ -86,16 +86,17 @@ def die_with_launcher(launcher_pid: int) -> Callable[[], None]:
     when that thread, and so the launcher, is gone. The workers die with torchrun
     (harness/rank.py die_with_parent). SIGKILL, not SIGTERM: nobody is left to read a graceful
     stop's output, and what a worker spawned is found by the next session's sweep
-    (harness/launch/cleanup.py find_orphans). Not Linux/glibc: the sweep alone applies.
+    (harness/launch/cleanup.py find_orphans). Not Linux/glibc: the sweep alone applies. ``signum``
+    SIGTERM for a child that stops its own children on it (selftest's session and foreign load).
     """
     def set_parent_death_signal() -> None:
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
         except OSError:
             return
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != launcher_pid:  # the launcher died before prctl: nothing would signal us
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signum)
     return set_parent_death_signal
 
 
