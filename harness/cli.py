@@ -108,7 +108,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 _OPTION_OF_FIELD = {"warmup_seconds": "--warmup", "measure_seconds": "--duration", "ci_target": "--ci-target",
                     "max_measure_seconds": "--max-duration", "peak_tflops": "--peak-tflops", "timeout_s": "--timeout",
-                    "gpus_per_node": "--gpus"}
+                    "gpus_per_node": "--gpus", "batch_size_per_gpu": "--batch-size",
+                    "global_batch_size": "--global-batch-size"}
 """The option of each BenchmarkSpec / LaunchSettings field that `harness run` sets."""
 
 

@@ -290,10 +290,19 @@ def _within(seconds: float, work):
     import threading
 
     box: dict = {}
-    thread = threading.Thread(target=lambda: box.update(result=work()), daemon=True)
+
+    def run() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(seconds)
     assert not thread.is_alive(), f"still running after {seconds} s: a hang"
+    if "error" in box:
+        raise box["error"]
     return box.get("result")
 
 
@@ -464,3 +473,73 @@ def test_two_selftests_started_in_the_same_second_get_two_directories(tmp_path):
     first, second = new_directory(wanted), new_directory(wanted)
     assert first == wanted and second == wanted.with_name(wanted.name + "-2")
     assert first.is_dir() and second.is_dir()
+
+
+# --- item 8: the lower ones ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, says", [
+    (["--batch-size", "100000000000000000000"], "--batch-size: batch_size_per_gpu must be from 1 to 1,048,576: "
+                                                "weak scaling needs a batch size per GPU"),
+    (["--batch-size", "8", "--duration", "1e308"], "--duration: measure_seconds must be at most 604800 seconds"),
+    (["--batch-size", "8", "--timeout", "1e308"], "--timeout: timeout_s must be at most 604800 seconds"),
+])
+def test_values_that_passed_validation_and_then_failed_the_node_are_usage_errors(capsys, monkeypatch, args, says):
+    from harness.launch import benchmark
+
+    monkeypatch.setattr(benchmark, "run_benchmark", lambda *a, **k: pytest.fail("a benchmark was started"))
+    code = main(["run", "--model", "tiny_bert", "--precision", "fp32", "--device", "cpu", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err, err
+
+
+def test_a_hostlist_that_expands_beyond_any_cluster_is_refused_at_once(tmp_path, capsys):
+    from harness.launch.slurm import expand_hostlist
+
+    with pytest.raises(ValueError, match=r"expands to 100,000,000,000 names, more than 100,000"):
+        _within(5, lambda: expand_hostlist("n[1-100000000000]"))
+    with pytest.raises(ValueError, match="more than 100,000"):
+        expand_hostlist("r[1-1000]-g[1-1000]")
+    assert len(expand_hostlist("gpu[00001-100000]")) == 100_000
+
+
+def test_a_node_named_with_a_leading_dot_is_read_back_from_the_store(tmp_path):
+    from harness.fleet import store
+    from harness.fleet.facts import SessionFacts
+
+    path = tmp_path / "h.sqlite"
+    written = store.write_session(path, SessionFacts(run_id="r1", node=".n1", verdict="PASS"))
+    assert not written.name.startswith(".")
+    assert [s.node for s in store.load(path).sessions] == [".n1"]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("OMP_NUM_THREADS", "3"), ("NVIDIA_TF32_OVERRIDE", "0"), ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+    ("TORCH_NCCL_BLOCKING_WAIT", "1"), ("CUDA_DEVICE_MAX_CONNECTIONS", "1"), ("LD_PRELOAD", "/tmp/x.so")])
+def test_variables_that_change_results_are_named_as_overrides(name, value):
+    from harness.node.overrides import find_overrides
+
+    assert [o.name for o in find_overrides({name: value})] == [name]
+
+
+def test_the_thread_count_the_launcher_sets_itself_is_no_override(tmp_path, fast_spec):
+    from harness.launch.command import launch_env
+    from harness.node.overrides import find_overrides
+
+    env = launch_env(fast_spec().launch, "run-1")
+    assert env["OMP_NUM_THREADS"] and "OMP_NUM_THREADS" not in [o.name for o in find_overrides(env)]
+
+
+def test_compare_strips_terminal_escapes_read_from_the_files(tmp_path, capsys):
+    import json
+
+    from harness.records import RunRecord
+
+    for side in ("a", "b"):
+        (tmp_path / side / "runs").mkdir(parents=True)
+        record = RunRecord(run_id="r", model="tiny_bert", precision="fp32", scaling="weak", world_size=1, nodes=1,
+                           device_kind="cpu\x1b]0;pwned\x07\x1b[2J", batch_size_per_gpu=2, global_batch_size=2,
+                           status="ok", throughput_per_gpu=10.0, throughput_total=10.0)
+        (tmp_path / side / "runs" / "x.json").write_text(json.dumps(json.loads(record.to_json())))
+    main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out + captured.err

@@ -178,7 +178,10 @@ def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
 
 
 def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80] or "_"
+    """A file-name part; never starting with ".", which marks a temporary file readers skip (a node named
+    ".n1" was written and never read)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80] or "_"
+    return "_" + safe if safe.startswith(".") else safe
 
 
 def write_session(store: Path, facts: SessionFacts) -> Path:
