@@ -123,17 +123,18 @@ def test_fleet_and_history_outputs_follow_the_umask(reports, tmp_path, capsys):
 
 _IN_NAMESPACE = r"""
 import os, subprocess, sys, time
-from harness.launch.cleanup import OWNER_ENV, RUN_ID_ENV, LAUNCH_DIR_ENV, _start_time, session_owner
+from pathlib import Path
+from harness.launch.cleanup import OWNER_ENV, RUN_ID_ENV, LAUNCH_DIR_ENV, owner_env, session_owner
 run_id, how = sys.argv[1], sys.argv[2]
 if how == "dead-launcher":  # the launcher starts the launch and dies; the namespace (its init: us) lives on
     if os.fork() == 0:
-        env = {**os.environ, RUN_ID_ENV: run_id, OWNER_ENV: session_owner(), LAUNCH_DIR_ENV: "/tmp"}
+        env = {**os.environ, RUN_ID_ENV: run_id, **owner_env(Path("/tmp"))}
         subprocess.Popen(["sleep", "120"], env=env, start_new_session=True)
         os._exit(0)
     os.wait()
 else:
-    owner = session_owner() if how == "live" else f"{os.getpid()}:{_start_time(os.getpid())}"  # the old tag
-    env = {**os.environ, RUN_ID_ENV: run_id, OWNER_ENV: owner, LAUNCH_DIR_ENV: "/tmp"}
+    tag = owner_env(Path("/tmp")) if how == "live" else {OWNER_ENV: session_owner(), LAUNCH_DIR_ENV: "/tmp"}
+    env = {**os.environ, RUN_ID_ENV: run_id, **tag}  # old-tag: from before the namespace was kept
     subprocess.Popen(["sleep", "120"], env=env, start_new_session=True)
 print("ready", flush=True)
 time.sleep(120)
@@ -224,11 +225,11 @@ def test_a_launch_whose_launcher_died_in_its_namespace_is_an_orphan_and_is_stopp
 
 
 def test_a_tag_of_another_boot_or_host_is_never_proof():
-    from harness.launch.cleanup import OwnerTag, session_owner
+    from harness.launch.cleanup import OwnerTag, session_owner, session_where
 
-    mine = OwnerTag.parse(session_owner())
+    mine = OwnerTag.parse(session_owner(), session_where())
     assert mine is not None and mine.pid == os.getpid() and mine.namespace and mine.boot_id
-    other = OwnerTag.parse(f"1:1:{mine.namespace}:00000000-0000-0000-0000-000000000000")
+    other = OwnerTag.parse("1:1", f"{mine.namespace}:00000000-0000-0000-0000-000000000000")
     assert other is not None and other.boot_id == "00000000-0000-0000-0000-000000000000"
     assert OwnerTag.parse("12:345") == OwnerTag(pid=12, start="345", namespace=None, boot_id=None)
     assert OwnerTag.parse("garbage") is None
@@ -239,12 +240,13 @@ def test_a_process_tagged_by_a_session_on_another_host_is_named_not_killed(tmp_p
     nothing here. Before, the sweep killed another node's live multi-node run."""
     import subprocess
 
-    from harness.launch.cleanup import LAUNCH_DIR_ENV, OWNER_ENV, RUN_ID_ENV, OwnerTag, session_owner, survey
+    from harness.launch.cleanup import (LAUNCH_DIR_ENV, OWNER_ENV, OWNER_WHERE_ENV, RUN_ID_ENV, OwnerTag,
+                                        session_owner, session_where, survey)
 
-    mine = OwnerTag.parse(session_owner())
+    mine = OwnerTag.parse(session_owner(), session_where())
     assert mine is not None
-    tag = f"999999:1:{mine.namespace}:00000000-0000-0000-0000-000000000000"
-    env = {**os.environ, RUN_ID_ENV: "reltest-other-host", OWNER_ENV: tag, LAUNCH_DIR_ENV: str(tmp_path)}
+    env = {**os.environ, RUN_ID_ENV: "reltest-other-host", OWNER_ENV: "999999:1", LAUNCH_DIR_ENV: str(tmp_path),
+           OWNER_WHERE_ENV: f"{mine.namespace}:00000000-0000-0000-0000-000000000000"}
     sleeper = subprocess.Popen(["sleep", "120"], env=env, start_new_session=True)
     try:
         for _ in range(50):

@@ -26,8 +26,10 @@ from pathlib import Path
 
 RUN_ID_ENV = "HARNESS_RUN_ID"
 OWNER_ENV = "HARNESS_OWNER"
-"""``<pid>:<start time in clock ticks>:<PID namespace inode>:<boot id>`` of the process that started the
-launch (a pid alone may be reused, and names nothing outside its namespace); ``session_owner``."""
+"""``<pid>:<start time in clock ticks>`` of the process that started the launch (a pid alone may be reused)."""
+OWNER_WHERE_ENV = "HARNESS_OWNER_WHERE"
+"""``<PID namespace inode>:<boot id>`` of that process: where its pid means something. A variable of its
+own, so that an older harness's sweep, which reads HARNESS_OWNER as pid:start, still reads it right."""
 LAUNCH_DIR_ENV = "HARNESS_LAUNCH_DIR"
 """The launch's directory under ``<run-dir>/logs/``: where an orphan's output and records are."""
 KILL_GRACE_S = 5.0
@@ -68,17 +70,22 @@ def _boot_id() -> str:
 
 
 def session_owner() -> str:
-    """``<pid>:<start time>:<pid namespace inode>:<boot id>`` of this process: the owner tag of every launch
-    it starts (one per session, the pytest process), on whichever node a launch's processes run (srun
-    passes the environment on). A pid names nothing outside its own PID namespace (a container's launcher
-    is pid 57 there and another process on the host): the namespace and the boot id say where the owner
-    can be looked up at all (harness/launch/cleanup.py ``survey``)."""
-    return f"{os.getpid()}:{_start_time(os.getpid())}:{_namespace('self') or '?'}:{_boot_id()}"
+    """``<pid>:<start time>`` of this process: the owner tag of every launch it starts (one per session,
+    the pytest process), on whichever node a launch's processes run (srun passes the environment on)."""
+    return f"{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def session_where() -> str:
+    """``<PID namespace inode>:<boot id>`` of this process. A pid names nothing outside its own PID
+    namespace (a container's launcher is pid 57 there and another process on the host), nor on another
+    host or boot: this says where the owner can be looked up at all (``survey``)."""
+    return f"{_namespace('self') or '?'}:{_boot_id()}"
 
 
 def owner_env(run_dir: Path) -> dict[str, str]:
     """What a launch's processes carry so that a later session can tell whether their launcher is gone."""
-    return {OWNER_ENV: session_owner(), LAUNCH_DIR_ENV: str(Path(run_dir).resolve())}
+    return {OWNER_ENV: session_owner(), OWNER_WHERE_ENV: session_where(),
+            LAUNCH_DIR_ENV: str(Path(run_dir).resolve())}
 
 
 def process_start_time(pid: int) -> str | None:
@@ -120,13 +127,14 @@ def _environ(pid: str) -> dict[str, str]:
     except OSError:
         return {}  # gone, or another user's
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    wanted = (RUN_ID_ENV.encode(), OWNER_ENV.encode(), LAUNCH_DIR_ENV.encode())
+    wanted = (RUN_ID_ENV.encode(), OWNER_ENV.encode(), OWNER_WHERE_ENV.encode(), LAUNCH_DIR_ENV.encode())
     return {key.decode(): value.decode(errors="replace") for key, value in pairs if key in wanted}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OwnerTag:
-    """``HARNESS_OWNER`` read back; ``namespace`` and ``boot_id`` are None in a tag from before they were kept."""
+    """``HARNESS_OWNER`` and ``HARNESS_OWNER_WHERE`` read back; ``namespace`` and ``boot_id`` are None in a
+    tag from before they were kept."""
 
     pid: int
     start: str
@@ -134,13 +142,13 @@ class OwnerTag:
     boot_id: str | None
 
     @classmethod
-    def parse(cls, text: str) -> OwnerTag | None:
-        parts = text.split(":")
-        if len(parts) < 2 or not parts[0].isdigit():
+    def parse(cls, owner: str, where: str = "") -> OwnerTag | None:
+        pid, _, start = owner.partition(":")
+        if not pid.isdigit() or not start:
             return None
-        namespace = parts[2] if len(parts) >= 4 else ""
-        return cls(pid=int(parts[0]), start=parts[1], namespace=int(namespace) if namespace.isdigit() else None,
-                   boot_id=":".join(parts[3:]) if len(parts) >= 4 and parts[3] != "?" else None)
+        namespace, _, boot_id = where.partition(":")
+        return cls(pid=int(pid), start=start, namespace=int(namespace) if namespace.isdigit() else None,
+                   boot_id=boot_id if boot_id and boot_id != "?" else None)
 
 
 class _Processes:
@@ -212,7 +220,7 @@ def survey() -> tuple[list[Orphan], list[Orphan]]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         env = _environ(entry.name)
-        tag = OwnerTag.parse(env.get(OWNER_ENV, ""))
+        tag = OwnerTag.parse(env.get(OWNER_ENV, ""), env.get(OWNER_WHERE_ENV, ""))
         if RUN_ID_ENV not in env or tag is None:
             continue  # not a launch's, or from a harness without the owner tag: not provably orphaned
         state = _owner_state(entry.name, tag, processes)
