@@ -545,3 +545,20 @@ def test_compare_strips_terminal_escapes_read_from_the_files(tmp_path, capsys):
     main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
     captured = capsys.readouterr()
     assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out + captured.err
+
+
+def test_a_rank_sigkilled_while_the_kernels_oom_killer_ran_is_named_host_out_of_memory(tmp_path, monkeypatch):
+    """Before: "rank 0 (host vm) was killed by SIGKILL", which reads like a person's kill or a node fault."""
+    from harness.launch import failure
+
+    (tmp_path / "torchrun.log").write_text("Root Cause (first observed failure):\n[0]:\n  time : now\n"
+                                           "  host : vm\n  rank : 0 (local_rank: 0)\n  exitcode : -9 (pid: 1)\n")
+    monkeypatch.setattr(failure, "oom_kills", lambda: 5)
+    _, named = failure.explain_failure(tmp_path, returncode=1, stall=None, elapsed_s=3.0, phases={},
+                                       oom_kills_before=4)
+    assert "was killed by SIGKILL" in named.reason
+    assert "the kernel's out-of-memory killer ran during this launch (1 process(es) killed)" in named.reason
+    assert "CPU RAM, not the GPU's" in named.reason
+    _, plain = failure.explain_failure(tmp_path, returncode=1, stall=None, elapsed_s=3.0, phases={},
+                                       oom_kills_before=5)
+    assert "out-of-memory" not in plain.reason

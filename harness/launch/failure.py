@@ -68,6 +68,28 @@ def _storage_failure(run_dir: Path, rank_failures: list[dict], tails: dict[str, 
                                      "run again", str(run_dir))
 
 
+def oom_kills() -> int | None:
+    """The kernel's count of processes its out-of-memory killer has killed since boot (/proc/vmstat)."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _host_oom(reason: str, exitcode: int, oom_kills_before: int | None) -> str:
+    """``reason`` with the cause named when a rank died by SIGKILL and the kernel's OOM killer ran during the
+    launch: host memory ran out (a CPU rank's model, or pinned host buffers), not the GPU's."""
+    after = oom_kills()
+    if exitcode != -signal.SIGKILL or oom_kills_before is None or after is None or after <= oom_kills_before:
+        return reason
+    return (f"{reason}: the kernel's out-of-memory killer ran during this launch ({after - oom_kills_before} "
+            "process(es) killed): the host ran out of memory (CPU RAM, not the GPU's); use a smaller batch, "
+            "fewer ranks, or free host memory")
+
+
 def log_tails(run_dir: Path, lines: int = LOG_TAIL_LINES) -> dict[str, str]:
     tails = {}
     for path in sorted(run_dir.glob("rank*.log"), key=lambda p: int(p.stem.removeprefix("rank"))) + [
@@ -101,7 +123,8 @@ def _earliest(failures: list[dict]) -> dict:
 
 
 def _root_cause(run_dir: Path, rank_failures: list[dict], phases: dict[int, dict], returncode: int | None,
-                tails: dict[str, str]) -> tuple[Status, int | None, str | None, str]:
+                tails: dict[str, str],
+                oom_kills_before: int | None = None) -> tuple[Status, int | None, str | None, str]:
     """(status, rank, phase, reason) of a run that ended badly, blaming the cause, not its echoes.
 
     When one rank dies its peers fail too ("Connection closed by peer"), often first from
@@ -125,7 +148,8 @@ def _root_cause(run_dir: Path, rank_failures: list[dict], phases: dict[int, dict
         rank = death["rank"]
         phase = phases.get(rank, {}).get("phase")
         reason = f"{rank_identity(phases, rank)} {_how_it_ended(death['exitcode'])}"
-        return "failed", rank, phase, reason + (f" in phase {phase}" if phase else "")
+        reason += f" in phase {phase}" if phase else ""
+        return "failed", rank, phase, _host_oom(reason, death["exitcode"], oom_kills_before)
     if rank_failures:
         first = _earliest(rank_failures)
         rank = first.get("rank")
@@ -152,7 +176,7 @@ def _timeout(stall: Stall, phases: dict[int, dict], elapsed_s: float) -> tuple[i
 
 
 def explain_failure(run_dir: Path, *, returncode: int | None, stall: Stall | None, elapsed_s: float,
-                    phases: dict[int, dict]) -> tuple[Status, Failure]:
+                    phases: dict[int, dict], oom_kills_before: int | None = None) -> tuple[Status, Failure]:
     """(status, Failure) of a launch that ended badly, for any worker module that writes phase files.
 
     ``phases`` gains the host torchrun names for a rank that never wrote one. Raises NotRecorded when
@@ -165,5 +189,6 @@ def explain_failure(run_dir: Path, *, returncode: int | None, stall: Stall | Non
     if stall is not None:
         rank, phase, reason = _timeout(stall, phases, elapsed_s)
         return "timeout", Failure(reason=reason, phase=phase, rank=rank, log_tails=tails)
-    status, rank, phase_name, reason = _root_cause(run_dir, read_failures(run_dir), phases, returncode, tails)
+    status, rank, phase_name, reason = _root_cause(run_dir, read_failures(run_dir), phases, returncode, tails,
+                                                   oom_kills_before)
     return status, Failure(reason=reason, phase=phase_name, rank=rank, log_tails=tails)

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from harness.launch.cleanup import clear_run_dir, kill_run, owner_env
 from harness.launch.command import die_with_launcher, launch_env
-from harness.launch.failure import explain_failure
+from harness.launch.failure import explain_failure, oom_kills
 from harness.launch.spec import LaunchSettings
 from harness.launch.stall import Stall, find_stall
 from harness.rank import read_phases
@@ -234,6 +234,7 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
                                         period_s=launch.telemetry_period_s)
     limit_s = launch.timeout_s if timeout_s is None else timeout_s
     started = time.time()
+    oom_kills_before = oom_kills()  # a rank SIGKILLed while this count grows died of host memory
     stall: Stall | None = None
     sampler.start()
     env = {**launch_env(launch, run_id), **owner_env(run_dir)}
@@ -264,6 +265,6 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
         return JobOutcome(returncode=proc.returncode, stall=None, elapsed_s=elapsed_s, phases=phases,
                           telemetry=summary, started=started)
     status, failure = explain_failure(run_dir, returncode=proc.returncode, stall=stall, elapsed_s=elapsed_s,
-                                      phases=phases)
+                                      phases=phases, oom_kills_before=oom_kills_before)
     return JobOutcome(returncode=proc.returncode, stall=stall, elapsed_s=elapsed_s, phases=phases,
                       telemetry=summary, started=started, status=status, failure=failure)
