@@ -192,6 +192,7 @@ def tiny_fs(tmp_path):
 def test_a_disk_full_at_the_end_keeps_what_was_measured_and_says_where(suite, pytester, tiny_fs, monkeypatch):  # noqa: F811
     run, _, _ = suite
     monkeypatch.setattr("harness.plugin.rundir.MIN_FREE_BYTES", 0)  # the start's check would refuse 2 MiB
+    monkeypatch.setattr("tempfile.tempdir", str(tiny_fs.parent))  # what is kept goes there, not to /tmp
     pytester.makeconftest(FILL_DISK.format(directory=str(tiny_fs)))
     result = run("--gpus", "1", f"--harness-report-dir={tiny_fs / 'reports'}")
     assert result.ret == EXIT_NOT_RECORDED  # 7, "could not record": not 1, a node's failure

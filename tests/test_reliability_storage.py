@@ -20,6 +20,18 @@ from test_reliability_outputs import FILL_DISK
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True)
+def own_temporary_directory(tmp_path, monkeypatch):
+    """What could not be written is kept in the temporary directory: this test's, not /tmp (ranks too)."""
+    import tempfile
+
+    kept = tmp_path / "tmpdir"
+    kept.mkdir()
+    monkeypatch.setenv("TMPDIR", str(kept))
+    monkeypatch.setattr(tempfile, "tempdir", str(kept))
+    return kept
+
+
 @pytest.fixture
 def small_fs(tmp_path):
     """A 16 MiB tmpfs (root only)."""
