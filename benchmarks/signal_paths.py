@@ -5,7 +5,8 @@ left 15 s later: the signal-path rows of docs/reliability.md.
     python3 benchmarks/signal_paths.py --device cuda --model resnet50 --precision bf16 --batch 64 --gpus 1
 
 Each row: the signal and how it was sent (``SIGTERM``, ``SIGTERM x2`` 0.2 s apart, ``SIGTERM group`` to
-the process group, ``SIGINT x2``, ``SIGKILL``), sent once rank 0 measures; the exit status and how
+the process group, ``SIGTERM x3`` 1 s apart, ``SIGINT x2``, ``SIGHUP`` as a closed terminal or a dropped
+ssh sends it, ``SIGKILL``), sent once rank 0 measures; the exit status and how
 long the command took to exit; the launch's processes (found by the ``HARNESS_LAUNCH_DIR`` tag in
 their environment) at the signal and 15 s later; on CUDA, the compute processes nvidia-smi lists
 15 s later. tests/test_reliability_signals.py runs the same paths (``interrupt``) as slow tests.
@@ -25,8 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_DIR_ENV = "HARNESS_LAUNCH_DIR"  # harness/launch/cleanup.py; not imported: run from any checkout
-SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL}
-PATHS = ("SIGTERM", "SIGTERM x2", "SIGTERM group", "SIGINT x2", "SIGKILL")
+SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL, "SIGHUP": signal.SIGHUP}
+PATHS = ("SIGTERM", "SIGTERM x2", "SIGTERM x3", "SIGTERM group", "SIGINT x2", "SIGHUP", "SIGKILL")
 SETTLE_S = 15.0
 
 
@@ -65,6 +66,12 @@ def send(process: subprocess.Popen, how: str) -> None:
         process.send_signal(sig)
         time.sleep(0.2)
         process.send_signal(sig)
+    elif mode == "x3":  # an impatient user or a supervisor that repeats itself: three, 1 s apart
+        for _ in range(3):
+            if process.poll() is not None:
+                break
+            process.send_signal(sig)
+            time.sleep(1.0)
     else:
         process.send_signal(sig)
 

@@ -5,11 +5,12 @@ prove on this node that the harness can fail (selftest)."""
 from __future__ import annotations
 
 import argparse
-import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import NoReturn
+
+from harness.files import NotRecorded, path_kind
 
 
 class UsageError(Exception):
@@ -100,7 +101,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     run_dir = output.with_name(output.name + ".logs")
     record = run_benchmark(spec, run_dir)
     print(summary_line(record))
-    kind = _output_kind(output)
+    kind = path_kind(output)
     if kind is not None:  # something took the path while the benchmark ran: leave it alone
         raise NotRecordedError(f"--output {output}: is {kind} now, so the record was not written there; it is in "
                          f"{run_dir / 'record.json'}")
@@ -111,21 +112,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 _OPTION_OF_FIELD = {"warmup_seconds": "--warmup", "measure_seconds": "--duration", "ci_target": "--ci-target",
                     "max_measure_seconds": "--max-duration", "peak_tflops": "--peak-tflops", "timeout_s": "--timeout",
-                    "gpus_per_node": "--gpus"}
+                    "gpus_per_node": "--gpus", "batch_size_per_gpu": "--batch-size",
+                    "global_batch_size": "--global-batch-size"}
 """The option of each BenchmarkSpec / LaunchSettings field that `harness run` sets."""
-
-_NOT_REGULAR = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
-                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _output_kind(output: Path) -> str | None:
-    """What is at ``output`` when it is not a regular file ("a symbolic link", "a directory", ...);
-    None when it is one or nothing is there."""
-    try:
-        mode = output.lstat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None  # _check_output says what is wrong with the directory
-    return next((kind for is_kind, kind in _NOT_REGULAR if is_kind(mode)), None)
 
 
 def _check_output(output: Path) -> None:
@@ -133,7 +122,7 @@ def _check_output(output: Path) -> None:
     so that nothing is measured for nothing and nothing but a record file is ever replaced (the record
     is written to a new file renamed over the path, which would turn a link, a device or a pipe into a
     regular file)."""
-    kind = _output_kind(output)
+    kind = path_kind(output)
     if kind == "a directory":
         raise UsageError(f"--output {output}: is a directory; name a file in it, e.g. --output {output / 'run.json'}")
     if kind is not None:
@@ -316,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE_ERROR
     except NotRecordedError as exc:
         print(f"harness {ns.command}: could not record: {exc}", file=sys.stderr)
+        return EXIT_NOT_RECORDED
+    except NotRecorded as exc:  # a full disk: the storage's failure, never the node's
+        print(f"harness {ns.command}: {exc}", file=sys.stderr)
         return EXIT_NOT_RECORDED
     except KeyboardInterrupt:
         print(f"harness {ns.command}: interrupted; every process it started has been stopped", file=sys.stderr)

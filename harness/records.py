@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.files import STORAGE_ERRNOS, NotRecorded, not_recorded, refuse_special_output
 from harness.node.overrides import Override, find_overrides
 
 SCHEMA_VERSION = 1
@@ -240,8 +241,21 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
     """Write-then-rename, so a reader never sees half a file even if we die mid-write.
 
     ``mode``: None gives the run directory's one mode (``default_file_mode``); 0o644 for files that
-    another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError.
+    another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError;
+    ``harness.files.OutputPathError`` (an OSError) where ``path`` is a device, a FIFO, a link or a
+    directory, which the rename would otherwise replace; ``harness.files.NotRecorded`` (an OSError)
+    where the file system is full, after keeping ``text`` elsewhere (the temporary directory, else stderr).
     """
+    refuse_special_output(path)
+    try:
+        _write_then_rename(path, text, mode)
+    except OSError as exc:
+        if exc.errno in STORAGE_ERRNOS and not isinstance(exc, NotRecorded):
+            raise not_recorded(path, exc, text) from None
+        raise
+
+
+def _write_then_rename(path: Path, text: str, mode: int | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -250,6 +264,7 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, default_file_mode() if mode is None else mode)
+        refuse_special_output(path)  # again: something may have taken the name while we wrote
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -405,3 +405,41 @@ def test_calibrated_cpu_profile_passes_the_acceptance_suite(tmp_path, capsys, mo
     assert cli_compare(records_dir, run_dir) == 0
     compared = capsys.readouterr().out
     assert "tiny_bert-fp32-weak-2gpu" in compared and "OK x2 -> PASS" in compared
+
+
+# --- issue 31: refused before measuring, and no TOML from a path ---------------------------------
+
+def test_an_unwritable_output_dir_is_refused_before_anything_is_measured(tmp_path):
+    """Before, calibrate measured everything and then died writing the profile."""
+    if os.geteuid() == 0:
+        read_only = tmp_path / "ro"
+        read_only.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(read_only)], check=False)
+        if not os.path.ismount(read_only):
+            pytest.skip("cannot mount a read-only file system here")
+    else:
+        read_only = tmp_path / "ro"
+        read_only.mkdir(mode=0o500)
+    try:
+        with pytest.raises(CalibrationError, match=r"--output-dir .*ro: cannot write files there .*nothing was "
+                                                   "measured"):
+            plan_from_args(parse("--name", "golden-cpu", "--device", "cpu", "--models", "tiny_bert", "--gpus", "1",
+                                 "--batch-size", "tiny_bert=4", "--output-dir", str(read_only)), CPU_NODE)
+    finally:
+        if os.path.ismount(read_only):
+            subprocess.run(["umount", "-l", str(read_only)], check=True)
+
+
+def test_a_newline_in_the_records_dir_stays_in_its_comment(tmp_path):
+    """Before, ``--records-dir $'x\\n[hardware]\\nname = "evil"'`` wrote TOML lines into the profile."""
+    hostile = str(tmp_path / "rec\nname = \"evil\"\n[stack]\nx\x7f")
+    ns = parse("--name", "golden-cpu", "--device", "cpu", "--models", "tiny_bert", "--precisions", "bf16",
+               "--gpus", "1,2", "--repeats", "3", "--batch-size", "tiny_bert=4", "--output-dir", str(tmp_path),
+               "--records-dir", hostile)
+    outcome = run_calibration(plan_from_args(ns, CPU_NODE), CPU_NODE, launcher=FakeLauncher(CPU_TABLE),
+                              echo=lambda _: None)
+    assert all(line.startswith("#") or "=" in line or line.startswith("[") or not line
+               for line in outcome.text.splitlines())
+    assert '\\nname = \\"evil\\"' in outcome.text
+    profile = load_profile(outcome.path)
+    assert profile.name == "golden-cpu"

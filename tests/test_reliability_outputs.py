@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks.session import EXIT_NOT_RECORDED
+from support.filesystems import tmpfs
 from harness.node.overrides import expected_settings, find_overrides
 from harness.workloads.compilecache import CacheDirError, prepare_cache_root
 from test_plugin import suite  # noqa: F401 - the fixture: an acceptance session with a fake launcher
@@ -169,41 +171,31 @@ def test_a_compile_cache_option_naming_a_shared_directory_is_a_usage_error(suite
 
 
 FILL_DISK = """
+from pathlib import Path
+
 import pytest
+from support.filesystems import fill
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session):
-    # the disk fills before the reports are written
-    with open({ballast!r}, "wb") as ballast:
-        try:
-            while True:
-                ballast.write(b"x" * 65536)
-                ballast.flush()
-        except OSError:
-            pass
+    fill(Path({directory!r}))  # the disk fills before the reports are written
 """
 
 
 @pytest.fixture
 def tiny_fs(tmp_path):
     """A 2 MiB tmpfs (root only)."""
-    mount_point = tmp_path / "tiny"
-    mount_point.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("mounting a 2 MiB tmpfs needs root")
-    try:
+    with tmpfs(tmp_path / "tiny", "2m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def test_a_disk_full_at_the_end_keeps_what_was_measured_and_says_where(suite, pytester, tiny_fs, monkeypatch):  # noqa: F811
     run, _, _ = suite
     monkeypatch.setattr("harness.plugin.rundir.MIN_FREE_BYTES", 0)  # the start's check would refuse 2 MiB
-    pytester.makeconftest(FILL_DISK.format(ballast=str(tiny_fs / "ballast")))
+    monkeypatch.setattr("tempfile.tempdir", str(tiny_fs.parent))  # what is kept goes there, not to /tmp
+    pytester.makeconftest(FILL_DISK.format(directory=str(tiny_fs)))
     result = run("--gpus", "1", f"--harness-report-dir={tiny_fs / 'reports'}")
-    assert result.ret == pytest.ExitCode.INTERNAL_ERROR  # 3: not 1, a node's failure
+    assert result.ret == EXIT_NOT_RECORDED  # 7, "could not record": not 1, a node's failure
     output = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in output and "Traceback" not in output
     result.stdout.fnmatch_lines(["*harness: WRITE ERROR: *", "*what was measured is kept: 1 record(s) in *",

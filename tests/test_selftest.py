@@ -127,9 +127,8 @@ def test_a_hidden_core_is_named_by_the_ranks_the_session_may_use():
 
 def test_the_session_is_pinned_to_the_rows_cores():
     child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
-                           preexec_fn=runner._pinned((0,)), capture_output=True, text=True, check=True)
+                           preexec_fn=runner._child_setup((0,)), capture_output=True, text=True, check=True)
     assert child.stdout.strip() == "[0]"
-    assert runner._pinned(None) is None
 
 
 def test_every_row_passes_the_same_base_arguments_to_its_session():

@@ -391,3 +391,17 @@ def test_gpu_state_probe_of_the_other_node_through_real_srun(cluster, tmp_path):
     assert probe["probe_step_returncode"] == 0
     # The driver's fallback when a watcher does not see `stop`: srun forwards SIGUSR1, the handler runs.
     assert probe["sigusr1"] == {"returncode": 0, "handled": True}, probe
+
+
+def test_the_step_wrapper_the_batch_script_writes_reads_back_with_shlex_in_the_c_locale(tmp_path):
+    """Issue 31: printf %q wrote $'\\303\\251' for a non-ASCII image path under LC_ALL=C, which shlex read as
+    other words; the script's own quoting function, run as the script runs it, must round-trip."""
+    import re as regex
+
+    script = (Path(__file__).resolve().parents[1] / "slurm" / "acceptance.sbatch").read_text()
+    function = regex.search(r"^ *shell_words\(\) \{.*?^ *\}$", script, regex.S | regex.M)
+    assert function is not None
+    words = ["/opt/apptainer", "exec", "--nv", "--bind", "/data/é x,/it's", "/images/harness café.sif"]
+    done = subprocess.run(["bash", "-c", function.group(0) + '\nshell_words "$@"', "bash", *words],
+                          capture_output=True, env={**os.environ, "LC_ALL": "C"}, check=True)
+    assert step_wrapper({slurm.STEP_WRAPPER_ENV: done.stdout.decode("utf-8")}) == words

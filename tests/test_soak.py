@@ -185,6 +185,19 @@ def test_a_bad_soak_duration_is_a_usage_error(soak_suite):
     assert specs == []
 
 
+@pytest.mark.parametrize("duration, says", [
+    ("1" + "0" * 400 + "h", "*--soak 1000*h: inf s; a soak lasts from 1 s*to a week*"),  # inf: FAILed the node
+    ("0.0000001s", "*--soak 0.0000001s: 1e-07 s; a soak lasts from 1 s*"),  # counted as a burn-in
+    ("8000h", "*--soak 8000h: 2.88e+07 s; a soak lasts from 1 s*"),
+])
+def test_a_soak_that_overflows_or_is_too_short_or_too_long_is_a_usage_error(soak_suite, duration, says):
+    run, specs = soak_suite
+    result = run(100.0, "--soak", duration)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([says])
+    assert specs == []
+
+
 # --- a real soak, briefly --------------------------------------------------------------------
 
 

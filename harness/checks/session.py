@@ -44,6 +44,9 @@ EXIT_NO_TESTS = 5
 """pytest's own code: nothing was collected (e.g. ``-k`` matching no test); INCOMPLETE."""
 EXIT_INCOMPLETE = 6
 """Not pytest's: the session ended normally but a required case did not run (skipped, not collected)."""
+EXIT_NOT_RECORDED = 7
+"""Not pytest's: what was measured could not be written (a full disk): a storage failure, never the node's,
+so a Slurm prolog must not drain the node for it (harness/plugin/outcomes.py ``not_recorded``)."""
 
 MATRIX_TESTS = ("test_weak_scaling", "test_strong_scaling", "test_allreduce_bus_bandwidth")
 """The tests parametrized by the profile's matrix: ``--models/--precisions/--gpus`` narrow them."""

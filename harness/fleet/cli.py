@@ -20,13 +20,14 @@ from harness.fleet.facts import SessionFacts
 from harness.fleet.history import DRIFT_THRESHOLD, format_trends, gpu_history, node_history, trends_to_dict
 from harness.fleet.history_page import render_history_html
 from harness.fleet.outliers import MIN_RELATIVE, Z_THRESHOLD, OutlierRule
-from harness.fleet.page import render_json, write_outputs
+from harness.fleet.page import check_output_dir, render_json, write_outputs
 from harness.fleet.session_end import STORE_ENV, store_path
 from harness.fleet.store import StoreError, compact, load, write_session
 from harness.fleet.store import exists as store_exists
-from harness.fleet.textfile import write_text_atomic
 from harness.fleet.view import build_fleet
+from harness.files import OutputPathError, refuse_special_output
 from harness.launch.slurm import expand_hostlist
+from harness.records import write_text_atomic
 
 
 class InputError(Exception):
@@ -122,6 +123,10 @@ def run_fleet(ns: argparse.Namespace) -> int:
     if not ns.run_dirs and ns.store is None:
         raise InputError("nothing to read: pass report directories (e.g. reports/) and/or --store PATH")
     try:
+        check_output_dir(ns.output)
+    except OutputPathError as exc:
+        raise InputError(str(exc)) from None
+    try:
         rule = OutlierRule(z_threshold=ns.outlier_z, min_relative=ns.min_deviation)
         expected = expand_hostlist(ns.expect_nodes) if ns.expect_nodes else None
     except ValueError as exc:
@@ -132,6 +137,8 @@ def run_fleet(ns: argparse.Namespace) -> int:
     view = build_fleet(sessions, problems=problems, rule=rule, expected_nodes=expected)
     try:
         written = write_outputs(view, ns.output)
+    except OutputPathError as exc:
+        raise InputError(str(exc)) from None
     except OSError as exc:
         raise NotWrittenError(f"cannot write {ns.output}: {exc.strerror or exc}; "
                               "pass a writable --output DIR") from None
@@ -155,6 +162,12 @@ def run_history(ns: argparse.Namespace) -> int:
         return _add(store, ns.add)
     if not 0 < ns.drift < 1:
         raise InputError(f"--drift {ns.drift}: expected a fraction in (0, 1), e.g. 0.03 for 3 %")
+    for option, path in (("--json", ns.json), ("--html", ns.html)):
+        if path is not None:
+            try:
+                refuse_special_output(path, option)
+            except OutputPathError as exc:
+                raise InputError(str(exc)) from None
     # With report directories, a store that does not exist yet is no error: they are read alone.
     sessions, problems = gather(ns.run_dirs, store if (store_exists(store) or not ns.run_dirs) else None)
     for problem in problems:
@@ -175,6 +188,8 @@ def run_history(ns: argparse.Namespace) -> int:
             write_text_atomic(ns.json, render_json(trends_to_dict(subject, trends, ns.drift)))
         if ns.html is not None:
             write_text_atomic(ns.html, render_history_html(subject, trends, ns.drift))
+    except OutputPathError as exc:
+        raise InputError(str(exc)) from None
     except OSError as exc:
         raise NotWrittenError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
     return EXIT_FAIL if any(t.drifted for t in trends) else EXIT_PASS

@@ -12,8 +12,10 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from harness.fleet.textfile import write_text_atomic
+from harness.files import refuse_special_output_dir
+from harness.records import write_text_atomic
 
+OUTPUT_NAMES = ("fleet.html", "fleet.json", "fleet.csv")
 FIGURE_COLUMNS = ("profile", "case_key", "level", "key", "name", "unit", "direction")
 ROW_COLUMNS = ("node", "gpu", "uuid", "value", "deviation", "robust_z", "outlier", "worse", "bound", "passed")
 CSV_HEADER = ("profile", "case", "level", "figure_key", "figure", "unit", "better", "node", "gpu", "gpu_uuid",
@@ -75,9 +77,17 @@ def render_csv(view: dict) -> str:
     return out.getvalue()
 
 
+def check_output_dir(output_dir: Path) -> None:
+    """OutputPathError (an OSError) when ``output_dir`` or a file the page would replace in it is not a regular
+    file or directory (a device, a FIFO, a link): before any input is read."""
+    refuse_special_output_dir(output_dir, OUTPUT_NAMES, "--output")
+
+
 def write_outputs(view: dict, output_dir: Path) -> dict[str, Path]:
-    """fleet.html, fleet.json and fleet.csv in ``output_dir`` (made if missing). Raises OSError."""
+    """fleet.html, fleet.json and fleet.csv in ``output_dir`` (made if missing), with the mode the umask
+    gives (they name GPU serials: ``umask 077`` keeps them private). Raises OSError."""
     output_dir = Path(output_dir)
+    check_output_dir(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, text in (("fleet.html", render_html(view)), ("fleet.json", render_json(view)),

@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
 import socket
 import sqlite3
 import time
+import typing
 import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from harness.files import parse_json_bounded, path_kind
 from harness.fleet.facts import CheckFact, GpuFact, GpuFigure, SessionFacts
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -87,6 +90,17 @@ _GPU_COLUMNS = {"index": "gpu_index", "uuid": "uuid", "serial": "serial", "name"
 """GpuFact field -> column ("index" is an SQL keyword)."""
 _CHECK_COLUMNS = {f.name: ("check_key" if f.name == "key" else f.name) for f in fields(CheckFact)}
 _FIGURE_COLUMNS = {f.name: ("figure_key" if f.name == "key" else f.name) for f in fields(GpuFigure)}
+
+
+STORE_MAX_BYTES = 4 * 1024**3
+"""The largest store file read: a session's file is tens of KiB, so this holds about 100,000 sessions."""
+QUERY_LIMIT_S = 60.0
+"""The most time one store file may take to read (SQLite's progress handler stops it): a damaged schema
+(a view that never ends) makes SQLite loop in C, where neither SIGTERM nor Ctrl-C reach it."""
+MAX_ROWS = 5_000_000
+"""The most rows read from one store file, whatever its size says (a view can yield rows for ever)."""
+BUSY_TIMEOUT_S = 60.0
+"""How long compaction waits for another process's SQLite lock on the compacted store."""
 
 
 class StoreError(Exception):
@@ -172,7 +186,10 @@ def _insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
 
 
 def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80] or "_"
+    """A file-name part; never starting with ".", which marks a temporary file readers skip (a node named
+    ".n1" was written and never read)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80] or "_"
+    return "_" + safe if safe.startswith(".") else safe
 
 
 def write_session(store: Path, facts: SessionFacts) -> Path:
@@ -226,30 +243,82 @@ class StoreContents:
 
 
 def store_files(store: Path) -> list[Path]:
-    """The compacted store (when it exists) and every complete per-session file."""
+    """The compacted store (when it exists) and every complete per-session file: regular files only
+    (``special_files`` lists the others, which are never opened: a FIFO would block for ever)."""
     store = Path(store)
-    files = [store] if store.is_file() else []
+    files = [store] if store.is_file() and path_kind(store) is None else []
     incoming = incoming_dir(store)
     if incoming.is_dir():
-        files += sorted(p for p in incoming.glob("*.sqlite") if not p.name.startswith("."))
+        files += sorted(p for p in incoming.glob("*.sqlite") if not p.name.startswith(".") and path_kind(p) is None)
     return files
 
 
-def read_file(path: Path) -> list[SessionFacts]:
-    """The sessions of one store file, upgraded in memory when its schema is older. Raises StoreError."""
+def special_files(store: Path) -> list[str]:
+    """One line for the store or each per-session name that is not a regular file (a FIFO named
+    ``x.sqlite``, a link, a device): never opened, and named so that someone moves it away."""
+    store = Path(store)
+    incoming = incoming_dir(store)
+    names = [store] + (sorted(p for p in incoming.glob("*.sqlite") if not p.name.startswith("."))
+                       if incoming.is_dir() else [])
+    return [f"{path}: is {kind}, not a regular file, so it was not read; move it out of the store directory"
+            for path in names if (kind := path_kind(path)) is not None]
+
+
+def _open_bounded(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a regular store file of at most STORE_MAX_BYTES whose statements stop
+    after QUERY_LIMIT_S (SQLite's progress handler: it runs inside SQLite's own loops). Raises StoreError."""
+    kind = path_kind(path)
+    if kind is not None:
+        raise StoreError(f"{path}: is {kind}, not a regular file; move it out of the store directory")
+    try:
+        size = Path(path).stat().st_size
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if size > STORE_MAX_BYTES:
+        raise StoreError(f"{path}: is {size:,} bytes, more than the {STORE_MAX_BYTES:,} a store file may be; move it "
+                         "out of the store directory")
     try:
         conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1", uri=True,
                                isolation_level=None)
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: cannot be opened ({exc})") from None
+    _limit_time(conn)
+    return conn
+
+
+def _limit_time(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + QUERY_LIMIT_S
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+
+
+def read_file(path: Path) -> list[SessionFacts]:
+    """The sessions of one store file, upgraded in memory when its schema is older. Raises StoreError,
+    also for a row that cannot be read (``read_file_rows`` reads around those)."""
+    sessions, problems = read_file_rows(path)
+    if problems:
+        raise StoreError(problems[0])
+    return sessions
+
+
+def read_file_rows(path: Path) -> tuple[list[SessionFacts], list[str]]:
+    """The sessions of one store file and one line per row left out (a 'NaN' text where a number belongs,
+    a verdict that is none, reasons nested 100,000 deep). Raises StoreError when the file cannot be read."""
+    conn = _open_bounded(path)
     try:
         if schema_version(conn) != SCHEMA_VERSION:
             memory = sqlite3.connect(":memory:", isolation_level=None)
             conn.backup(memory)
             conn.close()
             conn = memory
+            _limit_time(conn)
             migrate(conn, path)
-        return _sessions(conn)
+        return _sessions(conn, path)
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise StoreError(f"{path}: reading it took more than {QUERY_LIMIT_S:.0f} s and was stopped (a damaged "
+                             "schema, e.g. a view that never ends); move it out of the store directory") from None
+        raise StoreError(f"{path}: not a readable history store ({exc}); move it out of the store "
+                         "directory") from None
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a readable history store ({exc}); move it out of the store "
                          "directory") from None
@@ -257,35 +326,99 @@ def read_file(path: Path) -> list[SessionFacts]:
         conn.close()
 
 
-def _sessions(conn: sqlite3.Connection) -> list[SessionFacts]:
+class _BadRow(ValueError):
+    pass
+
+
+def _typed(cls: type, values: dict[str, Any]) -> Any:
+    """``cls(**values)`` with every value checked against the field's type: a store file comes from
+    anywhere, and SQLite keeps 'NaN' text in a REAL column. Raises _BadRow naming the column."""
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        values[name] = _coerce(hints[name], value, name)
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, name: str) -> Any:
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    if value is None:
+        if optional:
+            return None
+        raise _BadRow(f"{name} is empty")
+    base = next((a for a in args if a is not type(None)), hint) if optional else hint
+    if typing.get_origin(base) is typing.Literal:
+        if value in typing.get_args(base):
+            return value
+        raise _BadRow(f"{name} = {str(value)[:40]!r} is none of {', '.join(typing.get_args(base))}")
+    if base is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        raise _BadRow(f"{name} = {str(value)[:40]!r} is not a finite number")
+    if base is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _BadRow(f"{name} = {str(value)[:40]!r} is not an integer")
+    if base is bool:
+        if value in (0, 1):
+            return bool(value)
+        raise _BadRow(f"{name} = {str(value)[:40]!r} is neither 0 nor 1")
+    if base is str:
+        if isinstance(value, str):
+            return value
+        raise _BadRow(f"{name} = {str(value)[:40]!r} is not text")
+    return value
+
+
+def _rows(conn: sqlite3.Connection, sql: str, parameters: tuple = ()) -> list[sqlite3.Row]:
+    rows = []
+    for row in conn.execute(sql, parameters):
+        rows.append(row)
+        if len(rows) > MAX_ROWS:
+            raise StoreError(f"more than {MAX_ROWS:,} rows from {sql.split(' FROM ')[1].split()[0]}")
+    return rows
+
+
+def _sessions(conn: sqlite3.Connection, path: Path) -> tuple[list[SessionFacts], list[str]]:
     conn.row_factory = sqlite3.Row
-    sessions = []
-    for row in conn.execute("SELECT * FROM sessions ORDER BY id"):
-        gpus = tuple(GpuFact(**{f: gpu[c] for f, c in _GPU_COLUMNS.items()}) for gpu in conn.execute(
-            "SELECT * FROM gpus WHERE session_id = ? ORDER BY gpu_index", (row["id"],)))
-        checks = tuple(_check(check) for check in conn.execute(
-            "SELECT * FROM checks WHERE session_id = ? ORDER BY rowid", (row["id"],)))
-        figures = tuple(GpuFigure(**{f: figure[c] for f, c in _FIGURE_COLUMNS.items()}) for figure in conn.execute(
-            "SELECT * FROM gpu_figures WHERE session_id = ? ORDER BY rowid", (row["id"],)))
-        values = {column: row[column] for column in _SESSION_COLUMNS}
-        values |= {column: None if row[column] is None else bool(row[column]) for column in _FLAG_COLUMNS}
-        sessions.append(SessionFacts(**values, verdict_reasons=_reasons(row["verdict_reasons"]), gpus=gpus,
-                                     checks=checks, gpu_figures=figures))
-    return sessions
-
-
-def _reasons(text: str) -> tuple[str, ...]:
+    sessions, problems = [], []
     try:
-        reasons = json.loads(text)
-    except ValueError:
+        session_rows = _rows(conn, "SELECT * FROM sessions ORDER BY id")
+    except StoreError as exc:
+        raise StoreError(f"{path}: {exc}; move it out of the store directory") from None
+    for row in session_rows:
+        where = f"{path}: session row {row['id']}"
+        try:
+            gpus = tuple(_typed(GpuFact, {f: gpu[c] for f, c in _GPU_COLUMNS.items()}) for gpu in _rows(
+                conn, "SELECT * FROM gpus WHERE session_id = ? ORDER BY gpu_index", (row["id"],)))
+            checks = tuple(_check(check) for check in _rows(
+                conn, "SELECT * FROM checks WHERE session_id = ? ORDER BY rowid", (row["id"],)))
+            figures = tuple(_typed(GpuFigure, {f: figure[c] for f, c in _FIGURE_COLUMNS.items()})
+                            for figure in _rows(conn, "SELECT * FROM gpu_figures WHERE session_id = ? ORDER BY rowid",
+                                                (row["id"],)))
+            values = {column: row[column] for column in _SESSION_COLUMNS}
+            values |= {column: None if row[column] is None else bool(row[column]) for column in _FLAG_COLUMNS}
+            sessions.append(_typed(SessionFacts, {**values, "verdict_reasons": _reasons(row["verdict_reasons"]),
+                                                  "gpus": gpus, "checks": checks, "gpu_figures": figures}))
+        except (_BadRow, StoreError) as exc:
+            problems.append(f"{where} was left out: {exc}; fix or remove that session (or move the file out of "
+                            "the store directory)")
+    return sessions, problems
+
+
+def _reasons(text: Any) -> tuple[str, ...]:
+    if not isinstance(text, str):
+        raise _BadRow(f"verdict_reasons = {str(text)[:40]!r} is not JSON text")
+    try:
+        reasons = parse_json_bounded(text, "verdict_reasons")
+    except (ValueError, RecursionError):
         return (f"unreadable verdict reasons in the store: {text[:200]!r}",)
-    return tuple(str(r) for r in reasons) if isinstance(reasons, list) else ()
+    return tuple(str(r)[:4000] for r in reasons) if isinstance(reasons, list) else ()
 
 
 def _check(row: sqlite3.Row) -> CheckFact:
     values = {f: row[c] for f, c in _CHECK_COLUMNS.items()}
-    values["passed"] = None if row["passed"] is None else bool(row["passed"])
-    return CheckFact(**values)
+    return _typed(CheckFact, values)
 
 
 def load(store: Path) -> StoreContents:
@@ -297,19 +430,25 @@ def load(store: Path) -> StoreContents:
     """
     store = Path(store)
     files = store_files(store)
+    special = special_files(store)
     if not files and not incoming_dir(store).is_dir():
+        if special:
+            raise StoreError(special[0])
         raise StoreError(f"no history store at {store} (neither {store} nor {incoming_dir(store)}/ exists); "
                          "sessions write it when they end (--harness-store, HARNESS_STORE): pass the path they used")
     ordered = [p for p in files if p != store] + [store]
-    contents = StoreContents(files=files)
+    contents = StoreContents(files=files, problems=special)
     seen: set[tuple[str, str]] = set()
     for path in ordered:
+        if not path.is_file():
+            continue  # no compacted store yet, or a per-session file folded meanwhile (read from the store)
         try:
-            sessions = read_file(path)
+            sessions, problems = read_file_rows(path)
         except StoreError as exc:
             if path.exists():
                 contents.problems.append(str(exc))
             continue  # a vanished per-session file was folded into the compacted store
+        contents.problems += problems
         for session in sessions:
             if session.identity not in seen:
                 seen.add(session.identity)
@@ -332,6 +471,10 @@ class Compaction:
 def compact(store: Path) -> Compaction:
     """Fold every per-session file into the compacted store ``P``; one compaction at a time."""
     store = Path(store)
+    kind = path_kind(store)
+    if kind is not None:
+        raise StoreError(f"{store}: is {kind}, not a regular file, and compacting would replace it; move it away "
+                         "or pass another --store")
     lock = lock_dir(store)
     try:
         lock.mkdir(parents=True)
@@ -344,7 +487,9 @@ def compact(store: Path) -> Compaction:
     try:
         (lock / "holder").write_text(f"host {socket.gethostname()}, pid {os.getpid()}, since "
                                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
-        return _fold(store, [p for p in store_files(store) if p != store])
+        result = _fold(store, [p for p in store_files(store) if p != store])
+        result.problems[:0] = special_files(store)
+        return result
     finally:
         shutil.rmtree(lock, ignore_errors=True)
 
@@ -356,32 +501,74 @@ def _read_holder(lock: Path) -> str:
         return "holder unknown"
 
 
+def _hold(store: Path) -> sqlite3.Connection | None:
+    """A connection holding SQLite's write lock on the compacted store (None when there is none yet): a
+    process that writes it directly (an older harness, a person with sqlite3) either committed before the
+    copy is taken or cannot commit until the new file has replaced it. Copying without the lock dropped a
+    write committed meanwhile."""
+    if not store.is_file():
+        return None
+    conn = sqlite3.connect(store, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+def _fold_file(conn: sqlite3.Connection, path: Path, result: Compaction) -> None:
+    """Fold one per-session file; a row that cannot be read or inserted is named with its file, which is
+    then kept (the rest of it, and every other file, is folded all the same)."""
+    try:
+        sessions, problems = read_file_rows(path)
+    except StoreError as exc:
+        result.problems.append(str(exc))
+        return
+    for session in sessions:
+        try:
+            result.added += insert_session(conn, session)
+        except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError) as exc:
+            problems.append(f"{path}: session {session.node} {session.run_id} cannot be folded ({exc}); fix or "
+                            "remove it (or move the file out of the store directory)")
+    if problems:
+        result.problems += [f"{problem}; the file is kept" for problem in problems]
+    else:
+        result.folded.append(path)
+
+
 def _fold(store: Path, files: list[Path]) -> Compaction:
     result = Compaction()
     if not files:
         return result
     tmp = store.with_name(f".{store.name}.compact-{uuid.uuid4().hex[:8]}")
+    held = None
     try:
-        if store.is_file():
-            shutil.copyfile(store, tmp)
+        held = _hold(store)
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
+            if held is not None:  # read beside the lock (a reader may share it), through SQLite: a WAL comes along
+                source = sqlite3.connect(store, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+                try:
+                    source.backup(conn)
+                finally:
+                    source.close()
             migrate(conn, store)
             for path in files:
-                try:
-                    sessions = read_file(path)
-                except StoreError as exc:
-                    result.problems.append(str(exc))
-                    continue
-                result.added += sum(insert_session(conn, s) for s in sessions)
-                result.folded.append(path)
+                _fold_file(conn, path, result)
         finally:
             conn.close()
         os.replace(tmp, store)
     except (OSError, sqlite3.Error) as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        raise StoreError(f"cannot write {store}: {exc}; nothing was folded, the per-session files are kept") from None
+        locked = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+        raise StoreError(f"cannot write {store}: {exc}"
+                         + (f" (another process held its write lock for {BUSY_TIMEOUT_S:.0f} s)" if locked else "")
+                         + "; nothing was folded, the per-session files are kept") from None
+    finally:
+        if held is not None:
+            held.close()
     for path in result.folded:
         path.unlink(missing_ok=True)
     return result

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.launch import slurm
 from harness.launch.cleanup import RUN_ID_ENV
+from harness.node.overrides import HARNESS_SET_ENV
 from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
 from harness.workloads.plan import PLAN_FILE, BenchmarkPlan, write_plan
 
@@ -77,7 +78,7 @@ PR_SET_PDEATHSIG = 1
 """prctl(2) option: the signal this process gets when the thread that forked it exits."""
 
 
-def die_with_launcher(launcher_pid: int) -> Callable[[], None]:
+def die_with_launcher(launcher_pid: int, signum: int = signal.SIGKILL) -> Callable[[], None]:
     """Popen's preexec_fn for torchrun: SIGKILL it when the launcher dies, even by SIGKILL (the OOM
     killer, a CI runner's hard kill), so no launch outlives its session and holds the GPUs.
 
@@ -86,16 +87,17 @@ def die_with_launcher(launcher_pid: int) -> Callable[[], None]:
     when that thread, and so the launcher, is gone. The workers die with torchrun
     (harness/rank.py die_with_parent). SIGKILL, not SIGTERM: nobody is left to read a graceful
     stop's output, and what a worker spawned is found by the next session's sweep
-    (harness/launch/cleanup.py find_orphans). Not Linux/glibc: the sweep alone applies.
+    (harness/launch/cleanup.py find_orphans). Not Linux/glibc: the sweep alone applies. ``signum``
+    SIGTERM for a child that stops its own children on it (selftest's session and foreign load).
     """
     def set_parent_death_signal() -> None:
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
         except OSError:
             return
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != launcher_pid:  # the launcher died before prctl: nothing would signal us
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signum)
     return set_parent_death_signal
 
 
@@ -115,9 +117,13 @@ def launch_env(launch: LaunchSettings, run_id: str) -> dict[str, str]:
     # CUDA numbers GPUs fastest-first by default; NVML (and nvidia-smi, and our detection) by PCI
     # bus. The same order everywhere makes "GPU 3" in a verdict the GPU an operator pulls.
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    if "OMP_NUM_THREADS" not in env:
+        # torchrun would set 1 thread per rank; on CPU give each rank its share of the cores instead. Set
+        # here and named as the harness's own, so that a record lists only the user's OMP_NUM_THREADS.
+        threads = max(1, usable_cpu_cores() // launch.gpus_per_node) if launch.device == "cpu" else 1
+        env["OMP_NUM_THREADS"] = str(threads)
+        env[HARNESS_SET_ENV] = ",".join(filter(None, (env.get(HARNESS_SET_ENV), "OMP_NUM_THREADS")))
     if launch.device == "cpu":
-        # torchrun would set 1 thread per rank; give each rank its share of the cores instead.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cpu_cores() // launch.gpus_per_node)))
         env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a CPU run must not touch a GPU that happens to be there
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
     return env

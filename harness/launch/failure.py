@@ -7,11 +7,14 @@ the run (harness/launch/stall.py); the tails of every rank's log and of torchrun
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import signal
 from pathlib import Path
 from typing import Any
 
+from harness.files import KEPT_DIR_NAME, NotRecorded
 from harness.launch.stall import Stall
 from harness.rank import rank_identity, read_failures
 from harness.records import Failure, Status
@@ -28,6 +31,63 @@ _TORCHRUN_FAILURE = re.compile(
 _PEER_LOSS = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|remote process exited|DistBackendError|"
     r"DistNetworkError|NCCL communicator was aborted|ProcessGroupNCCL.*(?:abort|timed? ?out)", re.I)
+
+
+FULL_BELOW_BYTES = 1024 * 1024
+"""A file system with less than this free is full for a launch: a rank's record and logs need more."""
+_STORAGE_TEXT = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]")
+
+
+def storage_full(run_dir: Path) -> str | None:
+    """"N KiB free" when the file system holding ``run_dir`` is full (bytes or inodes); None otherwise."""
+    try:
+        fs = os.statvfs(run_dir)
+    except OSError:
+        return None
+    free = fs.f_bavail * fs.f_frsize
+    if free < FULL_BELOW_BYTES:
+        return f"{free // 1024} KiB free"
+    if fs.f_files and fs.f_favail == 0:
+        return "no free inodes"
+    return None
+
+
+def _storage_failure(run_dir: Path, rank_failures: list[dict], tails: dict[str, str]) -> NotRecorded | None:
+    """A launch that failed because its run directory's file system filled: a storage failure, never the
+    node's. Both must hold: the file system is full now, and a rank said so (or could not even write why).
+    ENOSPC on another file system (/dev/shm for NCCL) is the node's own problem and stays a failure."""
+    full = storage_full(run_dir)
+    said = any(_STORAGE_TEXT.search(str(f.get("reason", ""))) for f in rank_failures) or any(
+        _STORAGE_TEXT.search(tail) for tail in tails.values())
+    if full is None or not (said or not rank_failures):
+        return None
+    return NotRecorded(errno.ENOSPC, f"could not record: the file system of {run_dir} is full ({full}) and the "
+                                     "launch failed writing to it (a storage failure, not the node's); what a rank "
+                                     "measured before that is kept in the temporary directory's "
+                                     f"{KEPT_DIR_NAME}/. Free space there, or pass another report directory, and "
+                                     "run again", str(run_dir))
+
+
+def oom_kills() -> int | None:
+    """The kernel's count of processes its out-of-memory killer has killed since boot (/proc/vmstat)."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _host_oom(reason: str, exitcode: int, oom_kills_before: int | None) -> str:
+    """``reason`` with the cause named when a rank died by SIGKILL and the kernel's OOM killer ran during the
+    launch: host memory ran out (a CPU rank's model, or pinned host buffers), not the GPU's."""
+    after = oom_kills()
+    if exitcode != -signal.SIGKILL or oom_kills_before is None or after is None or after <= oom_kills_before:
+        return reason
+    return (f"{reason}: the kernel's out-of-memory killer ran during this launch ({after - oom_kills_before} "
+            "process(es) killed): the host ran out of memory (CPU RAM, not the GPU's); use a smaller batch, "
+            "fewer ranks, or free host memory")
 
 
 def log_tails(run_dir: Path, lines: int = LOG_TAIL_LINES) -> dict[str, str]:
@@ -63,7 +123,8 @@ def _earliest(failures: list[dict]) -> dict:
 
 
 def _root_cause(run_dir: Path, rank_failures: list[dict], phases: dict[int, dict], returncode: int | None,
-                tails: dict[str, str]) -> tuple[Status, int | None, str | None, str]:
+                tails: dict[str, str],
+                oom_kills_before: int | None = None) -> tuple[Status, int | None, str | None, str]:
     """(status, rank, phase, reason) of a run that ended badly, blaming the cause, not its echoes.
 
     When one rank dies its peers fail too ("Connection closed by peer"), often first from
@@ -87,7 +148,8 @@ def _root_cause(run_dir: Path, rank_failures: list[dict], phases: dict[int, dict
         rank = death["rank"]
         phase = phases.get(rank, {}).get("phase")
         reason = f"{rank_identity(phases, rank)} {_how_it_ended(death['exitcode'])}"
-        return "failed", rank, phase, reason + (f" in phase {phase}" if phase else "")
+        reason += f" in phase {phase}" if phase else ""
+        return "failed", rank, phase, _host_oom(reason, death["exitcode"], oom_kills_before)
     if rank_failures:
         first = _earliest(rank_failures)
         rank = first.get("rank")
@@ -114,14 +176,19 @@ def _timeout(stall: Stall, phases: dict[int, dict], elapsed_s: float) -> tuple[i
 
 
 def explain_failure(run_dir: Path, *, returncode: int | None, stall: Stall | None, elapsed_s: float,
-                    phases: dict[int, dict]) -> tuple[Status, Failure]:
+                    phases: dict[int, dict], oom_kills_before: int | None = None) -> tuple[Status, Failure]:
     """(status, Failure) of a launch that ended badly, for any worker module that writes phase files.
 
-    ``phases`` gains the host torchrun names for a rank that never wrote one.
+    ``phases`` gains the host torchrun names for a rank that never wrote one. Raises NotRecorded when
+    the launch failed because its run directory's file system is full: that is no result of the node.
     """
     tails = log_tails(run_dir)
+    storage = _storage_failure(run_dir, read_failures(run_dir), tails) if stall is None else None
+    if storage is not None:
+        raise storage
     if stall is not None:
         rank, phase, reason = _timeout(stall, phases, elapsed_s)
         return "timeout", Failure(reason=reason, phase=phase, rank=rank, log_tails=tails)
-    status, rank, phase_name, reason = _root_cause(run_dir, read_failures(run_dir), phases, returncode, tails)
+    status, rank, phase_name, reason = _root_cause(run_dir, read_failures(run_dir), phases, returncode, tails,
+                                                   oom_kills_before)
     return status, Failure(reason=reason, phase=phase_name, rank=rank, log_tails=tails)

@@ -66,6 +66,15 @@ class SlurmAllocation:
 _HOSTLIST_CHARS = re.compile(r"[^\s,\[\]]")
 
 
+MAX_HOSTS = 100_000
+"""The most host names a hostlist may expand to: ten times the largest GPU clusters; "n[0-99999999999]"
+would otherwise build names until memory runs out."""
+
+
+def _too_many(whole: str, count: int) -> ValueError:
+    return ValueError(f"hostlist {whole!r}: expands to {count:,} names, more than {MAX_HOSTS:,}; check the ranges")
+
+
 def expand_hostlist(text: str) -> list[str]:
     """Expand a Slurm hostlist ("n[1-3,05],gpu-a7", "r[1-2]-g[01-02]") into host names, in order.
 
@@ -76,6 +85,8 @@ def expand_hostlist(text: str) -> list[str]:
     hosts: list[str] = []
     for item in _split_top_level(text.strip(), text):
         hosts.extend(_expand_one(item, text))
+        if len(hosts) > MAX_HOSTS:
+            raise _too_many(text, len(hosts))
     return hosts
 
 
@@ -109,7 +120,10 @@ def _expand_one(item: str, whole: str) -> list[str]:
             raise ValueError(f"hostlist {whole!r}: {item!r} is not a host name")
         return [item]
     prefix, suffixes = item[:match.start()], _expand_one(item[match.end():], whole) if item[match.end():] else [""]
-    return [f"{prefix}{number}{suffix}" for number in _expand_ranges(match.group(1), whole) for suffix in suffixes]
+    numbers = _expand_ranges(match.group(1), whole)
+    if len(numbers) * len(suffixes) > MAX_HOSTS:
+        raise _too_many(whole, len(numbers) * len(suffixes))
+    return [f"{prefix}{number}{suffix}" for number in numbers for suffix in suffixes]
 
 
 def _expand_ranges(ranges: str, whole: str) -> list[str]:
@@ -122,6 +136,8 @@ def _expand_ranges(ranges: str, whole: str) -> list[str]:
         low, high = bounds[0], bounds[-1]
         if int(high) < int(low):
             raise ValueError(f"hostlist {whole!r}: range {part!r} runs backwards")
+        if len(numbers) + int(high) - int(low) + 1 > MAX_HOSTS:
+            raise _too_many(whole, len(numbers) + int(high) - int(low) + 1)
         width = len(low)
         numbers.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
     return numbers

@@ -50,11 +50,21 @@ def default_max_measure_seconds(measure_seconds: float) -> float:
     return 6 * measure_seconds + 10
 
 
+MAX_SECONDS = 7 * 24 * 3600.0
+"""The longest duration any window, soak or deadline may have: a week. 1e308 s passed "finite" and then
+overflowed the worker's clock arithmetic, failing the node for a typo (issue 31)."""
+MAX_BATCH = 2**20
+"""The largest batch (per GPU, or global) accepted: 16x the largest that fit any model on an H200
+(65,536, docs/reliability.md row 3). 1e20 passed as a positive integer and then failed the node."""
+
+
 def check_seconds(name: str, value: float) -> None:
-    """A ValueError naming ``name`` unless ``value`` is a finite, positive number of seconds (inf
+    """A ValueError naming ``name`` unless ``value`` is a positive number of seconds up to a week (inf
     would run a window or wait for a deadline forever; nan compares false with everything)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ValueError(f"{name} must be > 0 seconds and finite, got {value}")
+    if value > MAX_SECONDS:
+        raise ValueError(f"{name} must be at most {MAX_SECONDS:g} seconds (a week), got {value:g}")
 
 
 def check_positive_seconds(spec: object, *names: str) -> None:
@@ -203,11 +213,13 @@ class BenchmarkSpec(LaunchedSpec):
 
     def _check_batch(self) -> None:
         if self.scaling == "weak":
-            if self.batch_size_per_gpu is None or self.batch_size_per_gpu < 1:
-                raise ValueError(f"weak scaling needs a batch size per GPU >= 1, got {self.batch_size_per_gpu}")
+            if self.batch_size_per_gpu is None or not 1 <= self.batch_size_per_gpu <= MAX_BATCH:
+                raise ValueError(f"batch_size_per_gpu must be from 1 to {MAX_BATCH:,}: weak scaling needs a batch "
+                                 f"size per GPU, got {self.batch_size_per_gpu}")
             return
-        if self.global_batch_size is None or self.global_batch_size < 1:
-            raise ValueError(f"strong scaling needs a global batch size >= 1, got {self.global_batch_size}")
+        if self.global_batch_size is None or not 1 <= self.global_batch_size <= MAX_BATCH * self.training_world_size:
+            raise ValueError(f"global_batch_size must be from 1 to {MAX_BATCH:,} per GPU: strong scaling needs a "
+                             f"global batch size, got {self.global_batch_size}")
         if self.global_batch_size % self.training_world_size:
             raise ValueError(
                 f"strong scaling splits the global batch over the GPUs: {self.global_batch_size} is not "

@@ -9,6 +9,7 @@ gone, because the user or the scheduler asked us to stop.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 
 from harness.launch.cleanup import clear_run_dir, kill_run, owner_env
 from harness.launch.command import die_with_launcher, launch_env
-from harness.launch.failure import explain_failure
+from harness.launch.failure import explain_failure, oom_kills
 from harness.launch.heartbeat import Heartbeat
 from harness.launch.spec import LaunchSettings
 from harness.launch.stall import Stall, find_stall
@@ -83,16 +84,38 @@ def stop_on_sigterm() -> None:
     """Turn SIGTERM (timeout(1), Slurm at a time limit, a CI runner cancelling) into KeyboardInterrupt,
     so the launcher's cleanup stops every process it started, as on Ctrl-C.
 
-    SIGINT gets the same handler: the first signal of either kind raises KeyboardInterrupt, and while
-    a launch is running it also starts a hold (``signals_held``), so the second signal that GNU
-    timeout, make, Slurm or a double Ctrl-C deliver cannot abort the cleanup half-way.
+    SIGINT and SIGHUP (a closed terminal, a dropped ssh) get the same handler: the first signal of any
+    of them raises KeyboardInterrupt, and while a launch is running it also starts a hold
+    (``signals_held``), so the second signal that GNU timeout, make, Slurm or a double Ctrl-C deliver
+    cannot abort the cleanup half-way. Once a stop began, later signals are ignored (a line each) until
+    the process ends: the session is writing what it has, and a third SIGTERM must not cut that short
+    and end the process with another status than the page says (issue 31).
     """
     if threading.current_thread() is threading.main_thread():
+        _Hold.stopping = False  # a new session (pytest.main called again in one process) starts afresh
         for signum in STOP_SIGNALS:
             signal.signal(signum, _on_stop_signal)
+        if not _Hold.exit_guarded:
+            _Hold.exit_guarded = True
+            atexit.register(_ignore_stop_signals)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+def ending() -> None:
+    """The session's verdict is final (written and printed): a stop signal from here on is ignored, with a
+    line, instead of ending the process with another status than the one the page says."""
+    _Hold.stopping = True
+
+
+def _ignore_stop_signals() -> None:
+    """At exit: Python puts SIGTERM back to its default while it shuts down (torch's teardown takes
+    seconds), so a signal then would end the process as "killed by SIGTERM" (143) after the page said 2.
+    SIG_IGN is the one handler shutdown leaves in place."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class _Hold:
@@ -106,10 +129,36 @@ class _Hold:
     """The first signal that arrived during a cleanup no stop had begun: raised after the hold."""
     live_launches = 0
     """torchrun launches started and not yet cleaned up."""
+    stopping = False
+    """A stop signal raised KeyboardInterrupt already (or the verdict is final): the process is on its way
+    out, writing what it has."""
+    exit_guarded = False
+    """``_ignore_stop_signals`` is registered with atexit."""
+
+
+def _leave_a_hung_up_terminal() -> None:
+    """After SIGHUP the terminal is gone and writing to it fails (EIO): what the session prints from here
+    goes nowhere instead, so that its files are still written."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    for fd in (1, 2):
+        try:
+            if os.isatty(fd):
+                os.dup2(devnull, fd)
+        except OSError:
+            pass
+    os.close(devnull)
 
 
 def _on_stop_signal(signum: int, frame: object) -> None:
     name = signal.Signals(signum).name
+    if signum == signal.SIGHUP:
+        _leave_a_hung_up_terminal()
+    if _Hold.stopping and _Hold.saved is None:
+        print(f"harness: {name} ignored: already ending, writing what was measured", file=sys.stderr, flush=True)
+        return
     if _Hold.saved is not None:  # a cleanup is running: it must finish
         if _Hold.stop_began or _Hold.deferred is not None:
             print(f"harness: {name} ignored: already stopping, waiting for every process of the launch to exit",
@@ -120,6 +169,7 @@ def _on_stop_signal(signum: int, frame: object) -> None:
     if _Hold.live_launches:
         _begin_hold()
         _Hold.stop_began = True
+    _Hold.stopping = True
     raise KeyboardInterrupt(f"signal {name}")
 
 
@@ -148,6 +198,7 @@ def signals_held() -> Iterator[None]:
         for signum, handler in (saved or {}).items():
             signal.signal(signum, handler)
         if deferred is not None and not stop_began:
+            _Hold.stopping = True
             raise KeyboardInterrupt(f"signal {signal.Signals(deferred).name}")
 
 
@@ -187,6 +238,7 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
                                         period_s=launch.telemetry_period_s)
     limit_s = launch.timeout_s if timeout_s is None else timeout_s
     started = time.time()
+    oom_kills_before = oom_kills()  # a rank SIGKILLed while this count grows died of host memory
     stall: Stall | None = None
     sampler.start()
     env = {**launch_env(launch, run_id), **owner_env(run_dir)}
@@ -217,6 +269,6 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
         return JobOutcome(returncode=proc.returncode, stall=None, elapsed_s=elapsed_s, phases=phases,
                           telemetry=summary, started=started)
     status, failure = explain_failure(run_dir, returncode=proc.returncode, stall=stall, elapsed_s=elapsed_s,
-                                      phases=phases)
+                                      phases=phases, oom_kills_before=oom_kills_before)
     return JobOutcome(returncode=proc.returncode, stall=stall, elapsed_s=elapsed_s, phases=phases,
                       telemetry=summary, started=started, status=status, failure=failure)

@@ -45,9 +45,29 @@ EFFECTS: dict[str, str] = {
     "NCCL_IB_HCA": "the InfiniBand adapters NCCL uses",
     "NCCL_NET_GDR_LEVEL": "when NCCL uses GPUDirect RDMA",
     "NCCL_CROSS_NIC": "whether NCCL's rings may cross network adapters",
+    # issue 31: variables that change the measured speed or what runs, not named before
+    "OMP_NUM_THREADS": "the CPU threads each rank's math libraries use: CPU ranks (and host-side work) run "
+                       "faster or slower than the node's default",
+    "MKL_NUM_THREADS": "the CPU threads MKL uses per rank",
+    "NVIDIA_TF32_OVERRIDE": "TF32 forced on or off in cuBLAS/cuDNN whatever the recipe asks: fp32 figures are "
+                            "not the recipe's",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "TF32 matmuls forced on: fp32 figures are not the recipe's",
+    "PYTORCH_CUDA_ALLOC_CONF": "PyTorch's CUDA allocator tuned: peak memory and step times change",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": "PyTorch's CUDA allocator off: every allocation goes to the driver, far "
+                                      "slower",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "the hardware queues per GPU: kernel overlap (compute with NCCL) changes",
+    "CUDA_MODULE_LOADING": "when CUDA loads kernels (LAZY/EAGER): start-up and first steps change",
+    "CUDA_CACHE_DISABLE": "the PTX JIT cache off: kernels are compiled again",
+    "LD_PRELOAD": "libraries loaded into every process before all others: any function may be replaced",
+    "TORCHINDUCTOR_MAX_AUTOTUNE": "torch.compile autotunes (with --harness-compile): other kernels are timed",
 }
 """Every variable known to change results or provenance, and what it does."""
 
+PREFIXED_EFFECTS: dict[str, str] = {
+    "TORCH_NCCL_": "changes how PyTorch drives NCCL (async error handling, blocking waits, streams, ...): the "
+                   "multi-GPU figures may not be the hardware's",
+}
+"""Every variable starting with one of these changes results; NCCL_* has its own rule below."""
 NCCL_PREFIX = "NCCL_"
 NCCL_ANY_EFFECT = "changes NCCL's behaviour (see NCCL's environment variable documentation): the interconnect " \
                   "and multi-GPU figures may not be the hardware's"
@@ -62,6 +82,10 @@ EXPECTED: dict[str, str] = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MUL
                             "NVSHMEM_DISABLE_NVLS": "1"}
 """NVLink multicast off, as the lent GPU machines require (their KINDS.md): expected at these values;
 at another value NCCL_NVLS_ENABLE is an override like any NCCL variable."""
+
+HARNESS_SET_ENV = "HARNESS_SET_ENV"
+"""Comma-separated names the launcher itself set in a launch's environment (OMP_NUM_THREADS, which
+torchrun would set to 1 anyway): its own defaults, never the user's overrides."""
 
 TELEMETRY_OFF_VALUES = ("0", "off", "false", "no")
 """The HARNESS_TELEMETRY values that switch telemetry off (harness/telemetry.py telemetry_enabled)."""
@@ -91,6 +115,9 @@ def _effect(name: str, value: str) -> str | None:
         return None
     if name in EFFECTS:
         return EFFECTS[name]
+    prefixed = next((effect for prefix, effect in PREFIXED_EFFECTS.items() if name.startswith(prefix)), None)
+    if prefixed is not None:
+        return prefixed
     if name.startswith(NCCL_PREFIX) and name not in NCCL_HARMLESS:
         return NCCL_ANY_EFFECT
     return None
@@ -99,9 +126,10 @@ def _effect(name: str, value: str) -> str | None:
 def find_overrides(environ: Mapping[str, str] | None = None) -> tuple[Override, ...]:
     """The overrides set in ``environ`` (default: this process's environment), sorted by name."""
     env = os.environ if environ is None else environ
+    ours = set(env.get(HARNESS_SET_ENV, "").split(","))
     found = []
     for name in sorted(env):
-        if not env[name].strip():
+        if not env[name].strip() or name in ours:
             continue  # set but empty: no effect (HARNESS_FAULT too is inert when empty)
         effect = _effect(name, env[name])
         if effect is not None:

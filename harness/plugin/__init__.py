@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cases import SCALINGS
-from harness.launch import heartbeat
+from harness.launch import heartbeat, supervise
 from harness.launch.supervise import stop_on_sigterm
 from harness.plugin import components
 from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
@@ -186,3 +186,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if outcomes is not None and outcomes.session is not None and reporter is not None:
         write_verdict_lines(reporter, outcomes.verdict())
+    if outcomes is not None:
+        supervise.ending()  # the exit status is the verdict's now: no late signal may change it

@@ -21,7 +21,8 @@ from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
 from harness.launch.spec import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS, check_window
 from harness.profile.bounds import Profile
 from harness.workloads.compilecache import CacheDirError, default_cache_root, prepare_cache_root
-from harness.workloads.soak_windows import parse_duration
+from harness.launch.spec import MAX_SECONDS
+from harness.workloads.soak_windows import MIN_WINDOWS, parse_duration, window_seconds
 
 PREFIX = "harness"
 """``--harness-NAME`` on the command line, ``harness_NAME`` as the argparse dest."""
@@ -346,10 +347,22 @@ def _level(level: str | None, soak: str | None) -> str:
     return level
 
 
+MIN_SOAK_S = 1.0
+"""The shortest --soak accepted: less is a typo (1e-7s), not a burn-in."""
+
+
 def _soak_duration(text: str | None) -> float | None:
+    """Seconds of soak; a usage error for one that overflows (``--soak 1e400h`` is inf, which failed the
+    node), runs past MAX_SECONDS, or is shorter than MIN_SOAK_S (``1e-7s`` counted as a burn-in; the soak
+    runs at least MIN_WINDOWS windows whatever it is given)."""
     if not text:
         return None
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except ValueError as exc:
         raise pytest.UsageError(f"--soak: {exc}") from None
+    if not MIN_SOAK_S <= seconds <= MAX_SECONDS:
+        raise pytest.UsageError(f"--soak {text}: {seconds:g} s; a soak lasts from {MIN_SOAK_S:g} s (it runs at least "
+                                f"{MIN_WINDOWS} windows of {window_seconds(0.0):g} s) to a week ({MAX_SECONDS:g} s), "
+                                "e.g. --soak 30m or --soak 4h")
+    return seconds

@@ -9,7 +9,9 @@ report.json, junit.xml, session.json, report.html, the terminal's last line and 
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +19,9 @@ import pytest
 from _pytest.junitxml import xml_key  # the LogXML object; pytest offers no other handle on it
 
 from harness.cases import CaseId
-from harness.checks.session import (MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict, case_required,
-                                    judge_session, required_tests, unjudged)
+from harness.checks.session import (EXIT_NOT_RECORDED, MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict,
+                                    case_required, judge_session, required_tests, unjudged)
+from harness.files import is_storage_full
 from harness.plugin.remote_gpu_state import judged_nodes
 from harness.plugin.results import CaseResult
 from harness.plugin.session import HarnessSession
@@ -38,6 +41,8 @@ class SessionOutcomes:
     phases: dict[str, dict[str, pytest.TestReport]] = field(default_factory=dict)
     """nodeid -> when (setup, call, teardown) -> its report."""
     _verdict: SessionVerdict | None = None
+    not_recorded: list[str] = field(default_factory=list)
+    """What could not be written for want of space (a case's records, the session's outputs), one line each."""
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -70,6 +75,18 @@ class SessionOutcomes:
                 reporter.append(ET.Element("skipped", type="harness.interrupted",
                                            message="INTERRUPTED: the session stopped while this test ran; not run"))
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        """A case whose records could not be written (a full disk) did not run as far as the verdict is
+        concerned: skipped with the reason, never failed, so the node is not blamed for its storage."""
+        try:
+            return (yield)
+        except OSError as exc:
+            if not is_storage_full(exc):
+                raise
+            self.not_recorded.append(f"{item.name}: {exc}")
+            pytest.skip(f"could not record: {exc}")
+
     def outcome_of(self, nodeid: str) -> str:
         """passed, failed, error, skipped, interrupted (started, cut short) or not run (never started)."""
         phases = self.phases.get(nodeid, {})
@@ -88,7 +105,7 @@ class SessionOutcomes:
                 self._verdict = judge_session([self._test(item) for item in self.items], self.facts())
             except Exception as exc:  # noqa: BLE001 - a bug here must not lose the reports, nor read as a PASS
                 self._verdict = unjudged(f"{type(exc).__name__}: {exc}")
-        return self._verdict
+        return not_recorded(self._verdict, self.not_recorded + self.harness_session.output_problems)
 
     def facts(self) -> SessionFacts:
         ctx = self.harness_session.ctx
@@ -141,6 +158,19 @@ class SessionOutcomes:
             if report.failed:
                 return (report.longreprtext.strip().splitlines() or [""])[-1][:300]
         return ""
+
+
+def not_recorded(verdict: SessionVerdict, problems: list[str]) -> SessionVerdict:
+    """The verdict when something measured could not be written: "could not record", exit status 7, never a
+    sign-off. A FAIL stays a FAIL (its checks failed on what was measured); anything else cannot stand,
+    since the record that would show it is missing."""
+    if not problems or verdict.verdict == "FAIL":
+        return verdict
+    what = verdict.headline.split(" — ", 1)[-1]
+    return dataclasses.replace(
+        verdict, verdict="INCOMPLETE", exit_code=EXIT_NOT_RECORDED, sign_off=False,
+        headline=f"INCOMPLETE — could not record (a storage failure, not the node's): {problems[0]}"
+                 f"{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; of what was recorded: {what}")
 
 
 def _option_narrowing(options) -> tuple[str, ...]:

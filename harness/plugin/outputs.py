@@ -8,7 +8,8 @@ A write that fails at the end (a full disk) loses nothing that was measured and 
 file as the only copy: ``OutputGuard`` turns junit.xml's write error into a line instead of
 pytest's INTERNALERROR, removes a report.json or junit.xml cut short (the report page is then built
 from session.json), writes session.json to a fallback directory when the run directory refuses
-it, says where everything is, and ends the session with exit status 3 (not 1, a node's failure).
+it, says where everything is, and ends the session with the verdict "could not record" and exit status 7
+(``EXIT_NOT_RECORDED``; never 1, a node's failure, which a Slurm prolog drains the node for).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 from harness.fleet.session_end import prometheus_dir, record_session, store_path
 from harness.checks.session import SessionVerdict
 from harness.plugin.fixture import RESULT_KEY
-from harness.plugin.outcomes import SessionOutcomes
+from harness.plugin.outcomes import SessionOutcomes, not_recorded
 from harness.plugin.progress import write_own_line
 from harness.plugin.timeline import describe as describe_timeline
 from harness.plugin.session import HarnessSession
@@ -81,10 +82,6 @@ class JsonReportHooks:
             counts.pop("passed")
 
 
-WRITE_FAILED_EXIT = pytest.ExitCode.INTERNAL_ERROR
-"""The session's exit status when its outputs could not all be written: not 1, which says the node failed."""
-
-
 class OutputGuard:
     """Wraps every ``pytest_sessionfinish`` (pytest-json-report's, junitxml's, the plugin's own)."""
 
@@ -106,10 +103,10 @@ class OutputGuard:
             session.exitstatus = self.outcomes.verdict().exit_code
         problems += _drop_cut_short(self.session.ctx.run_dir) + self.session.output_problems
         if problems:
+            self.outcomes.not_recorded += [p for p in problems if p not in self.session.output_problems]
             _say_where_things_are(session, self.session, problems)
-            # A FAIL stays 1 and an interrupt 2; a PASS or INCOMPLETE whose outputs are lost cannot sign off.
-            if session.exitstatus not in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED):
-                session.exitstatus = WRITE_FAILED_EXIT
+            # "could not record", exit status 7 (never 1, a node's failure); a FAIL stays a FAIL.
+            session.exitstatus = self.outcomes.verdict().exit_code
         return result
 
 
@@ -162,14 +159,17 @@ def _say_where_things_are(session: pytest.Session, harness_session: HarnessSessi
             print(text)
 
 
-def _write_summary(harness_session: HarnessSession, text: str) -> None:
-    """session.json in the run directory; where that fails, in the first fallback directory that takes it."""
+def _write_summary(harness_session: HarnessSession, summary: dict, verdict: SessionVerdict) -> None:
+    """session.json in the run directory; where that fails, in the first fallback directory that takes it,
+    with the verdict that failure makes ("could not record")."""
     run_dir = harness_session.ctx.run_dir
     try:
-        write_json_atomic(run_dir / "session.json", text)
+        write_json_atomic(run_dir / "session.json", json.dumps(summary, indent=1, default=str))
         return
     except OSError as exc:
         harness_session.output_problems.append(f"{run_dir / 'session.json'}: {exc.strerror or exc}")
+    summary["session_verdict"] = not_recorded(verdict, harness_session.output_problems).to_dict()
+    text = json.dumps(summary, indent=1, default=str)
     for fallback_dir in (Path(tempfile.gettempdir()), Path.home()):
         fallback = fallback_dir / f"harness-{harness_session.ctx.run_id}-session.json"
         try:
@@ -192,7 +192,7 @@ def write_session_outputs(session: pytest.Session, harness_session: HarnessSessi
     summary["exitstatus"] = int(exitstatus)  # pytest's own; the process exits with session_verdict.exit_code
     summary["interrupted"] = bool(session.shouldstop) or int(exitstatus) == pytest.ExitCode.INTERRUPTED
     _drop_cut_short(run_dir)  # before the page reads them: it falls back to session.json
-    _write_summary(harness_session, json.dumps(summary, indent=1, default=str))
+    _write_summary(harness_session, summary, verdict)
     try:
         line = f"harness: report {write_report(run_dir)}"
     except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page

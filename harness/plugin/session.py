@@ -25,9 +25,9 @@ import pytest
 
 from harness.cases import CaseId
 from harness.checks import confirm, verdict
-from harness.checks.straggler import name_straggler
 from harness.checks.check import Check
-from harness.launch.cleanup import Orphan, find_orphans, stop_orphans
+from harness.checks.straggler import name_straggler
+from harness.launch.cleanup import Orphan, stop_orphans, survey
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
 from harness.node.cpu_features import native_bf16_flag
 from harness.node import presence as node_presence
@@ -249,8 +249,17 @@ def _refuse_fault_injection(overrides: tuple[Override, ...], options: HarnessOpt
 
 def _stop_orphans() -> tuple[Orphan, ...]:
     """Stop the processes of launches whose session was killed (SIGKILL, the OOM killer): on a GPU node
-    they hold the GPUs, and this session would refuse to start or measure a shared GPU."""
-    found = find_orphans()
+    they hold the GPUs, and this session would refuse to start or measure a shared GPU. A tagged process
+    whose launcher cannot be looked up from here (another container's, another host's) is never killed:
+    the session refuses to start and names it."""
+    found, unsure = survey()
+    if unsure:
+        raise pytest.UsageError(
+            "processes of another harness session run on this node, and this session cannot tell whether that "
+            "session still runs, so it stops none of them:\n"
+            + "\n".join(f"  {orphan.describe()}" for orphan in unsure)
+            + "\nIf that session is gone, stop them (kill PID, as their owner or root); if it runs, wait for it "
+              "to end. No benchmark was started.")
     left = stop_orphans(found) if found else []
     if left:
         raise pytest.UsageError("processes an earlier harness session left running could not be stopped:\n"

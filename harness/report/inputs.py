@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.files import InputFileError, read_json_file
+
 FIELD_CHARS = 4000
 """Longest single string kept from any input (a profile description, a failure message)."""
 LOG_TAIL_LINES = 40
@@ -165,14 +167,16 @@ class RunInputs:
 
 
 def _read_json(path: Path) -> tuple[Any, str | None]:
-    if not path.exists():
-        return None, "missing"
+    """A run directory's JSON through the one bounded reader (harness/files.py: regular files only, a size
+    cap, a nesting cap), as (data, None) or (None, why not)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data = read_json_file(path)
+    except FileNotFoundError:
+        return None, "missing"
+    except InputFileError as exc:
+        return None, str(exc).removeprefix(f"{path}: ")
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})"
-    try:
-        data = json.loads(text)
     except (ValueError, RecursionError) as exc:
         where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
         return None, f"is not valid JSON{where} (cut short? the session may have been killed while writing it)"

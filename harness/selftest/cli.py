@@ -150,14 +150,30 @@ def row_progress(label: str, log_path: Path, timeout_s: float, period_s: float =
         yield
 
 
+def new_directory(wanted: Path) -> Path:
+    """``wanted``, or ``wanted-2``, ``-3``, ... : made with mkdir, never an existing one, so two selftests
+    started in the same second never share a directory and judge each other's sessions."""
+    wanted.parent.mkdir(parents=True, exist_ok=True)
+    for number in range(1, 10_000):
+        candidate = wanted if number == 1 else wanted.with_name(f"{wanted.name}-{number}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise SelftestError(f"cannot make {candidate} ({exc.strerror or exc}); pass a writable "
+                                "--report-dir") from None
+        return candidate
+    raise SelftestError(f"{wanted}: 10,000 selftest directories of this second exist; remove some")
+
+
 def cli_selftest(ns: argparse.Namespace) -> int:
     if ns.timeout <= 0 or ns.burners_per_core < 1:
         raise SelftestError("--timeout must be above 0 and --burners-per-core at least 1")
     wanted_rows(ns.rows)
     root = repo_root()
     specs, facts = plan_for_this_node(ns)
-    directory = ns.report_dir / f"selftest-{time.strftime('%Y%m%d-%H%M%S')}-{facts['host']}"
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = new_directory(ns.report_dir / f"selftest-{time.strftime('%Y%m%d-%H%M%S')}-{facts['host']}")
     print(f"harness selftest: profile {facts['profile']}, {len(specs)} rows; sessions in {directory}/", flush=True)
     outcomes: list[RowOutcome] = []
     for number, spec in enumerate(specs, start=1):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
+from harness.launch.command import die_with_launcher
 from harness.selftest.judge import RowRun
 from harness.selftest.rows import NODE_TEST, ForeignLoad, RowSpec
 
@@ -70,12 +71,13 @@ def run_row(spec: RowSpec, *, repo_root: Path, row_dir: Path, timeout_s: float) 
             load_log = open(row_dir / "foreign_load.log", "wb")  # noqa: SIM115 - closed with the process below
             load_proc = subprocess.Popen(foreign_load_command(spec.foreign_load, row_dir, timeout_s),
                                          env=foreign_load_env(spec.foreign_load), cwd=repo_root,
-                                         stdout=load_log, stderr=subprocess.STDOUT, start_new_session=True)
+                                         stdout=load_log, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=_child_setup(None))
             load_log.close()
         try:
             session = subprocess.Popen(session_command(spec, row_dir), env=session_env(spec), cwd=repo_root,
                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                       preexec_fn=_pinned(spec.affinity))
+                                       preexec_fn=_child_setup(spec.affinity))
             try:
                 exit_code = _wait_or_stop(session, timeout_s)
             except BaseException:
@@ -95,11 +97,18 @@ def run_row(spec: RowSpec, *, repo_root: Path, row_dir: Path, timeout_s: float) 
                   session=read_session(row_dir), cause_tokens=tokens, problem=problem)
 
 
-def _pinned(cores: tuple[int, ...] | None) -> Callable[[], None] | None:
-    """The session's CPU affinity, set in the child before it starts (its ranks inherit it)."""
-    if cores is None:
-        return None
-    return lambda: os.sched_setaffinity(0, cores)
+def _child_setup(cores: tuple[int, ...] | None) -> Callable[[], None]:
+    """In the child before it starts: SIGTERM when the selftest dies, even by SIGKILL (the session then
+    stops its launches, the load its busy processes; each runs in a session of its own, so nothing else
+    would reach them: before, a SIGKILLed selftest left 7 processes running for up to 15 minutes), and
+    the session's CPU affinity (its ranks inherit it)."""
+    die_with_selftest = die_with_launcher(os.getpid(), signal.SIGTERM)
+
+    def setup() -> None:
+        die_with_selftest()
+        if cores is not None:
+            os.sched_setaffinity(0, cores)
+    return setup
 
 
 def _foreign_load_facts(load: ForeignLoad, row_dir: Path) -> tuple[tuple[str, ...], str]:

@@ -37,6 +37,7 @@ from pathlib import Path
 from harness.cases import CaseId
 from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.records import RunRecord
+from harness.report.inputs import clean_text
 from harness.tools.run_sets import CompareError, RunSet, load_run_set
 from harness.workloads.busbw import size_label
 
@@ -296,12 +297,18 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _for_terminal(text: str) -> str:
+    """Every line cleaned as the report cleans its inputs (harness/report/inputs.py clean_text): a model
+    name or status read from a file must not carry escape sequences that retitle or clear the terminal."""
+    return "\n".join(clean_text(line, 100_000, one_line=True) for line in text.split("\n"))
+
+
 def cli_compare(a: str | Path, b: str | Path) -> int:
     """``harness compare A B``: 0 when both were read and compared, 4 (usage error) when either cannot be read."""
     try:
         comparison = compare(load_run_set(a), load_run_set(b))
     except CompareError as exc:
-        print(f"harness compare: {exc}", file=sys.stderr)
+        print(f"harness compare: {_for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE_ERROR
-    print(format_comparison(comparison))
+    print(_for_terminal(format_comparison(comparison)))
     return 0

@@ -12,13 +12,13 @@ from the records, with a note saying that its verdicts could not be read.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.cases import CaseId
+from harness.files import InputFileError, read_json_file
 from harness.records import RunRecord
 
 
@@ -155,10 +155,12 @@ def _subdir_hint(path: Path) -> str:
 
 
 def _read_json(file: Path) -> Any:
+    """Through the one bounded reader (harness/files.py): a link to /dev/zero or a 100,000-deep file is
+    refused, never read until MemoryError or RecursionError."""
     try:
-        return json.loads(file.read_text())
-    except RecursionError:
-        raise CompareError(f"{file}: not readable JSON: nested too deeply") from None
+        return read_json_file(file)
+    except InputFileError as exc:
+        raise CompareError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise CompareError(f"{file}: not readable JSON: {exc}") from None
 

@@ -11,11 +11,13 @@ import math
 import os
 import re
 import shlex
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, Sequence
 
+from harness.files import refuse_special_output
 from harness.node.hardware import Hardware, HardwareError
 from harness.node.presence import DeviceChoiceError, choose_device
 from harness.profile.match import check_homogeneous, select_profile
@@ -240,10 +242,20 @@ def _output_path(ns: argparse.Namespace) -> Path:
     if output_path.exists() and not ns.force:
         raise CalibrationError(f"{output_path} exists; pass --force to replace it, or choose another --name")
     try:
+        refuse_special_output(output_path, "--output-dir")
+    except OSError as exc:
+        raise CalibrationError(str(exc)) from None
+    try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CalibrationError(f"--output-dir {output_dir}: cannot create it ({exc.strerror or exc}); "
                                "give a writable directory") from None
+    try:
+        with tempfile.TemporaryFile(dir=output_dir):
+            pass  # before an hour of measuring, not after it: the profile must be writable there
+    except OSError as exc:
+        raise CalibrationError(f"--output-dir {output_dir}: cannot write files there ({exc.strerror or exc}); "
+                               "give a writable directory; nothing was measured") from None
     return output_path
 
 

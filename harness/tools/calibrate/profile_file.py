@@ -34,7 +34,14 @@ MEMORY_MATCH_TOLERANCE = 0.10
 
 
 def _toml_string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    # A JSON string is a TOML basic string, once DEL (which JSON leaves raw and TOML forbids) is escaped too.
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _comment_text(text: str) -> str:
+    """``text`` for a ``#`` comment line: a newline in --records-dir or the command line would end the
+    comment and put the rest into the profile as TOML (issue 31); control characters are written escaped."""
+    return _toml_string(str(text))[1:-1]
 
 
 def _toml_number(value: float) -> str:
@@ -192,11 +199,11 @@ def _header_lines(plan: CalibrationPlan, prov: Provenance, warnings: Sequence[st
         f"# {plan.name}: made by `harness calibrate` on a node assumed healthy. Every bound below is",
         "# MEASURED on that node (not published): a slower node fails, a node like it passes.",
         "#",
-        f"# Node:       {prov.node}",
-        f"# Software:   {prov.software}",
+        f"# Node:       {_comment_text(prov.node)}",
+        f"# Software:   {_comment_text(prov.software)}",
         f"# When:       {prov.started_at} .. {prov.finished_at} (UTC)",
-        f"# Command:    {prov.command_line}",
-        f"# Records:    {prov.records_dir}/runs/*.json (`harness compare` reads them)",
+        f"# Command:    {_comment_text(prov.command_line)}",
+        f"# Records:    {_comment_text(prov.records_dir)}/runs/*.json (`harness compare` reads them)",
         f"# Method:     weak scaling at {counts_text} {'GPUs' if plan.device == 'cuda' else 'CPU ranks (gloo)'}; "
         f"{plan.repeats} repeat{'s' if plan.repeats != 1 else ''} of the whole matrix, one after the other",
         f"#             (so slow drift hits every case alike); warmup >= {plan.warmup_seconds:g} s, measured window "
@@ -225,7 +232,7 @@ def _header_lines(plan: CalibrationPlan, prov: Provenance, warnings: Sequence[st
     ]
     if warnings:
         lines.append("# WARNINGS during calibration (the repeats disagreed; see docs/calibration.md):")
-        lines.extend(f"#   {warning}" for warning in warnings)
+        lines.extend(f"#   {_comment_text(warning)}" for warning in warnings)
     else:
         lines.append("# Warnings:   none (every case's repeats agreed within the margins).")
     return lines
