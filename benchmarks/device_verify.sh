@@ -20,13 +20,15 @@ session() {  # NAME, then pytest arguments: the session's last lines and its wal
     local status=$?
     { echo "== $name: exit $status, $((SECONDS - start)) s wall"; grep -E "^(FAILED|harness: (PASS|FAIL|INCOMPLETE|failed|did not run|NOT JUDGED))| passed| failed" "/tmp/v/$name.log" | tail -n 25; } \
         | tee -a "$out/verify.txt"
+    # Each session's records and verdicts come back even when a later step runs past the call's limit.
+    tar czf "$out/$name.tgz" -C /tmp/v "$name" --exclude='*/logs/*/rank*.log' --exclude='*.sqlite*' \
+        --exclude='history.sqlite.d' 2>/dev/null
 }
 session default -k "not soak"
-session quick --harness-level quick
 CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick
+session quick --harness-level quick
 NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k "weak_scaling and bert_large"
 torchrun --standalone --nproc-per-node=4 benchmarks/reference_loop.py --configs resnet50:bf16:256 \
     bert_large:bf16:128 --seconds 5 --output /tmp/v/reference-4gpu.json > /tmp/v/reference.log 2>&1
 { echo "== bare DDP loop, 4 GPUs"; cat /tmp/v/reference-4gpu.json; } >> "$out/verify.txt" 2>&1
-tar czf "$out/verify.tgz" -C /tmp/v --exclude='*/logs/*/rank*.log' --exclude='*.sqlite*' --exclude='history.sqlite.d' . 2>/dev/null
 tail -n 80 "$out/verify.txt"
