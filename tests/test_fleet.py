@@ -291,12 +291,16 @@ def test_the_prometheus_text_reads_back_with_the_verdict_one_hot_and_every_figur
     compute = [(labels, v) for labels, v in figures if labels["figure"] == "compute_throughput"]
     assert len(compute) == 8
     assert {labels["uuid"] for labels, _ in compute} == {uuid_of("gpu-node05", i) for i in range(8)}
-    passed = {dict(labels)["check"]: v for (name, labels), v in samples.items() if name == "harness_check_passed"
-              and dict(labels)["case"] == "resnet50-bf16-weak-8gpu"}
+    def passed_in(case: str) -> dict:
+        return {dict(labels)["check"]: v for (name, labels), v in samples.items() if name == "harness_check_passed"
+                and dict(labels)["case"] == case}
+
     key = {c.name: c.key for c in session.checks}
-    assert passed[key["per-GPU throughput"]] == 0 and passed[key["weak-scaling efficiency"]] == 1
+    # The slow GPU misses its own rate in the 1-GPU case; the 8-GPU case is judged by its efficiency.
+    assert passed_in("resnet50-bf16-weak-1gpu")[key["per-GPU throughput"]] == 0
+    assert passed_in("resnet50-bf16-weak-8gpu")[key["weak-scaling efficiency"]] == 1
     checks = {dict(labels)["result"]: v for (name, labels), v in samples.items() if name == "harness_session_checks"}
-    assert checks["failed"] == len(session.failed_checks) == 2
+    assert checks["failed"] == len(session.failed_checks) == 1
 
 
 def test_each_prometheus_metric_has_one_unit_and_the_ratio_to_the_bound_is_unitless(fleet_root):

@@ -132,7 +132,7 @@ def test_an_uncompacted_store_is_read_beside_report_directories(history_store, t
     write_node(tmp_path, NodePlan(node="gpu-node09", started_at="2026-11-15T10:00:00+00:00"))
     capsys.readouterr()
     main(["history", "--store", str(path), "--node", "gpu-node09", str(tmp_path)])
-    assert capsys.readouterr().out.startswith("history of node gpu-node09: 55 figures over 4 sessions")
+    assert capsys.readouterr().out.startswith("history of node gpu-node09: 52 figures over 4 sessions")
 
 
 def test_an_unknown_node_or_gpu_lists_what_the_store_knows(history_store, capsys):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.fleet import store
+from harness.fleet import compaction, store
 from harness.fleet.facts import CheckFact, GpuFact, GpuFigure, SessionFacts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,7 +87,7 @@ def test_a_schema_1_store_is_read_upgraded_and_compacted_into_the_current_schema
     assert old[0].checks[0].passed is False and old[0].gpus[0].uuid == "GPU-0"
     assert store.schema_version(sqlite3.connect(path)) == 1, "reading never writes"
     store.write_session(path, session())
-    result = store.compact(path)
+    result = compaction.compact(path)
     assert (len(result.folded), result.added, result.problems) == (1, 1, [])
     assert store.schema_version(sqlite3.connect(path)) == store.SCHEMA_VERSION
     by_run = {s.run_id: s for s in store.load(path).sessions}
@@ -143,7 +143,7 @@ def test_a_session_found_twice_counts_once(tmp_path):
     for _ in range(2):
         store.write_session(tmp_path / "h.sqlite", session())
     assert len(store.load(tmp_path / "h.sqlite").sessions) == 1
-    result = store.compact(tmp_path / "h.sqlite")
+    result = compaction.compact(tmp_path / "h.sqlite")
     assert (len(result.folded), result.added) == (2, 1)
     assert len(store.load(tmp_path / "h.sqlite").sessions) == 1
 
@@ -151,7 +151,7 @@ def test_a_session_found_twice_counts_once(tmp_path):
 def test_compaction_folds_the_files_in_and_removes_them(tmp_path):
     for n in range(3):
         store.write_session(tmp_path / "h.sqlite", session(node=f"n{n}"))
-    store.compact(tmp_path / "h.sqlite")
+    compaction.compact(tmp_path / "h.sqlite")
     assert store.store_files(tmp_path / "h.sqlite") == [tmp_path / "h.sqlite"]
     assert [s.node for s in store.load(tmp_path / "h.sqlite").sessions] == ["n0", "n1", "n2"]
     assert not (tmp_path / "h.sqlite.lock").exists()
@@ -164,7 +164,7 @@ def test_a_second_compaction_is_refused_naming_the_one_that_holds_the_lock(tmp_p
     (lock / "holder").write_text("host n7, pid 42, since 2026-11-20 10:00:00")
     with pytest.raises(store.StoreError, match=r"another compaction \(host n7, pid 42.*\) is running or died; "
                                                r"if none is running, remove .*h\.sqlite\.lock"):
-        store.compact(tmp_path / "h.sqlite")
+        compaction.compact(tmp_path / "h.sqlite")
     assert len(store.store_files(tmp_path / "h.sqlite")) == 1, "nothing was folded"
 
 
@@ -180,10 +180,10 @@ WRITER = textwrap.dedent("""
 """)
 COMPACTOR = textwrap.dedent("""
     import sys, time
-    from harness.fleet import store
+    from harness.fleet import compaction, store
     for _ in range(int(sys.argv[1])):
         try:
-            store.compact({path!r})
+            compaction.compact({path!r})
         except store.StoreError as exc:
             assert "another compaction" in str(exc), exc  # the other compactor holds the lock: fine
         time.sleep(0.01)
@@ -200,6 +200,6 @@ def test_many_writers_and_compactions_at_once_lose_no_session_and_count_none_twi
     sessions = store.load(path).sessions
     assert sorted(s.identity for s in sessions) == sorted((f"node-{w}", f"run-{n}") for w in range(writers)
                                                           for n in range(per_writer))
-    store.compact(path)
+    compaction.compact(path)
     assert len(store.load(path).sessions) == writers * per_writer
     assert not [p for p in path.parent.rglob("*") if p.name.startswith(".")], "no temporary file is left"

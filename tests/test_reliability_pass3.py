@@ -69,7 +69,7 @@ def test_history_refuses_to_replace_a_device_a_fifo_or_a_link(reports, tmp_path,
     code = main(["history", "--node", NODE, "--store", str(tmp_path / "none.sqlite"), str(reports),
                  option, str(target)])
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == 4, err  # a usage error (harness/exitcodes.py)
     assert f"{option} {target}: is {WHAT[kind]}, not a regular file" in err
     assert "name a regular file or a new path" in err
     _untouched(kind, target, tmp_path)
@@ -82,7 +82,7 @@ def test_fleet_refuses_to_replace_a_device_a_fifo_or_a_link_in_its_output_direct
     target = _special(kind, out / "fleet.json", tmp_path)
     code = main(["fleet", str(reports), "--output", str(out)])
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == 4, err  # a usage error (harness/exitcodes.py)
     assert f"--output {target}: is {WHAT[kind]}, not a regular file" in err
     _untouched(kind, target, tmp_path)
     assert not (out / "fleet.html").exists(), "nothing is written when one output is refused"
@@ -90,7 +90,7 @@ def test_fleet_refuses_to_replace_a_device_a_fifo_or_a_link_in_its_output_direct
 
 def test_fleet_refuses_an_output_directory_that_is_a_device(reports, tmp_path, capsys):
     target = _devnull_twin(tmp_path / "fleet")
-    assert main(["fleet", str(reports), "--output", str(target)]) == 2
+    assert main(["fleet", str(reports), "--output", str(target)]) == 4  # a usage error (harness/exitcodes.py)
     assert f"--output {target}: is a character device" in capsys.readouterr().err
     assert stat.S_ISCHR(target.lstat().st_mode)
 
@@ -309,14 +309,14 @@ def _within(seconds: float, work):
 
 
 def test_a_fifo_named_like_a_store_file_is_named_not_opened(tmp_path):
-    from harness.fleet import store
+    from harness.fleet import compaction, store
 
     path, _ = _store_with(tmp_path, "2026-11-01")
     os.mkfifo(store.incoming_dir(path) / "x.sqlite")
     contents = _within(20, lambda: store.load(path))
     assert len(contents.sessions) == 1
     assert any("x.sqlite: is a named pipe, not a regular file" in p for p in contents.problems), contents.problems
-    result = _within(20, lambda: store.compact(path))
+    result = _within(20, lambda: compaction.compact(path))
     assert any("x.sqlite: is a named pipe" in p for p in result.problems)
 
 
@@ -353,11 +353,11 @@ def test_reasons_nested_100000_deep_and_nan_text_in_a_figure_are_problems_not_tr
 
 
 def test_one_bad_row_does_not_block_compaction_and_its_file_is_named_and_kept(tmp_path):
-    from harness.fleet import store
+    from harness.fleet import compaction, store
 
     path, (bad, good) = _store_with(tmp_path, "2026-11-01", "2026-11-02")
     _tamper(bad, "UPDATE gpu_figures SET value = 'NaN'")
-    result = store.compact(path)
+    result = compaction.compact(path)
     assert result.folded == [good] and not good.exists()
     assert bad.exists() and any(str(bad) in p and "the file is kept" in p for p in result.problems)
     assert [s.run_id for s in store.load(path).sessions] == ["2026-11-02"]
@@ -369,17 +369,17 @@ def test_compaction_keeps_a_write_committed_under_another_writers_lock(tmp_path)
     import sqlite3
     import threading
 
-    from harness.fleet import store
+    from harness.fleet import compaction, store
 
     path, _ = _store_with(tmp_path, "2026-11-01")
-    store.compact(path)  # the compacted store exists
+    compaction.compact(path)  # the compacted store exists
     _store_with(tmp_path, "2026-11-02")  # a new per-session file for the next compaction
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
     row = {"run_id": "by-hand", "node": "n1", "verdict": "PASS", "source": "sqlite3", "recorded_at": "now"}
     writer.execute(f"INSERT INTO sessions ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
                    tuple(row.values()))
-    compaction = threading.Thread(target=store.compact, args=(path,))
+    compaction = threading.Thread(target=compaction.compact, args=(path,))
     compaction.start()
     time.sleep(1.0)  # the compaction is under way, waiting for the lock
     writer.execute("COMMIT")
@@ -402,7 +402,7 @@ def test_a_run_directory_json_that_links_to_dev_zero_is_refused_not_read(tmp_pat
     other = tmp_path / "other"
     (other / "runs").mkdir(parents=True)
     (other / "runs" / "a.json").symlink_to("/dev/zero")
-    assert _within(30, lambda: main(["compare", str(other), str(other)])) == 2
+    assert _within(30, lambda: main(["compare", str(other), str(other)])) == 4  # a usage error
     assert "a.json: is a symbolic link" in capsys.readouterr().err
 
 
@@ -491,7 +491,7 @@ def test_values_that_passed_validation_and_then_failed_the_node_are_usage_errors
     monkeypatch.setattr(benchmark, "run_benchmark", lambda *a, **k: pytest.fail("a benchmark was started"))
     code = main(["run", "--model", "tiny_bert", "--precision", "fp32", "--device", "cpu", *args])
     err = capsys.readouterr().err
-    assert code == 2 and says in err, err
+    assert code == 4 and says in err, err  # a usage error
 
 
 def test_a_hostlist_that_expands_beyond_any_cluster_is_refused_at_once(tmp_path, capsys):

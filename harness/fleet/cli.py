@@ -22,7 +22,8 @@ from harness.fleet.history_page import render_history_html
 from harness.fleet.outliers import MIN_RELATIVE, Z_THRESHOLD, OutlierRule
 from harness.fleet.page import check_output_dir, render_json, write_outputs
 from harness.fleet.session_end import STORE_ENV, store_path
-from harness.fleet.store import StoreError, compact, load, write_session
+from harness.fleet.compaction import compact
+from harness.fleet.store import StoreError, load, write_session
 from harness.fleet.store import exists as store_exists
 from harness.fleet.view import build_fleet
 from harness.files import OutputPathError, refuse_special_output
