@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from harness.checks.check import Check, CheckKind
+from harness.checks.shapes import bound_for
 from harness.profile.bounds import ComponentBounds
 from harness.results.location import Location, gpu_location
 from harness.telemetry import gpu_label
@@ -118,18 +119,15 @@ def host_link_checks(rank: dict, bounds: ComponentBounds | None, *, no_bounds: s
     for mode, words, suffix in HOST_MODES:
         for direction, direction_words in HOST_DIRECTIONS:
             measured = ((figures.get(mode) or {}).get(direction) or {}).get("gbps")
-            key = f"min_{direction}{suffix}_gbps"
-            bound = getattr(bounds, key) if bounds is not None else None
             name = f"pinned {direction_words} bandwidth, {words}"
-            if isinstance(bound, dict):
-                if bound and gpus_at_once not in bound:
-                    checks.append(Check(
-                        key=f"{direction}_{mode}", name=name, kind="performance", measured=measured, bound=None,
-                        unit="GB/s", comparison=">=", passed=None, source=bounds.source if bounds else "",
-                        note=f"not evaluated: no {key} bound measured for {gpus_at_once} GPUs at once (the profile "
-                             f"has it for {', '.join(str(n) for n in bound)}) ({place})", locations=location_of(rank)))
-                    continue
-                bound = bound.get(gpus_at_once)
+            bound, why = (bound_for(bounds, f"min_{direction}{suffix}_gbps", gpus_at_once, " at once")
+                          if bounds is not None else (None, ""))
+            if why:
+                checks.append(Check(key=f"{direction}_{mode}", name=name, kind="performance", measured=measured,
+                                    bound=None, unit="GB/s", comparison=">=", passed=None,
+                                    source=bounds.source if bounds else "", note=f"{why} ({place})",
+                                    locations=location_of(rank)))
+                continue
             checks.append(bounded(key=f"{direction}_{mode}", name=name, measured=measured, bound=bound, unit="GB/s",
                                   where=place, bounds=bounds, no_bounds=no_bounds, locations=location_of(rank)))
     checks.append(numa_binding_check(rank))

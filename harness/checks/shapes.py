@@ -8,7 +8,7 @@ figure. Pure: records and profile bounds in, numbers and words out.
 
 from __future__ import annotations
 
-from harness.profile.bounds import CaseBounds
+from harness.profile.bounds import CaseBounds, ComponentBounds
 from harness.records import RunRecord
 
 
@@ -18,16 +18,17 @@ def gpus_at_once(record: RunRecord) -> int:
     return len(record.per_rank) or record.world_size * record.nodes
 
 
-def bound_for(bounds: CaseBounds, key: str, gpus: int) -> tuple[float | None, str]:
+def bound_for(bounds: CaseBounds | ComponentBounds, key: str, gpus: int, shape: str = "") -> tuple[float | None, str]:
     """(the bound ``key`` for ``gpus`` GPUs, "") or (None, why not): "" as well when the profile has no such
-    bound at all (then there is no check); a count it has no entry for is named, never stretched from another."""
+    bound at all (then there is no check); a count it has no entry for is named, never stretched from another.
+    ``shape`` words the count in the reason (" at once")."""
     table = getattr(bounds, key)
     if not isinstance(table, dict):
         return table, ""
     if not table or gpus in table:
         return table.get(gpus), ""
     measured = ", ".join(str(count) for count in table)
-    return None, (f"not evaluated: no {key} bound measured for {gpus} GPU{'s' if gpus != 1 else ''} "
+    return None, (f"not evaluated: no {key} bound measured for {gpus} GPU{'s' if gpus != 1 else ''}{shape} "
                   f"(the profile has it for {measured})")
 
 
