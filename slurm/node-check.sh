@@ -17,7 +17,7 @@
 #   HARNESS_PYTHON      its Python (default: $HARNESS_HOME/.venv/bin/python)
 #   HARNESS_REPORT_DIR  where reports/<run-id>/ goes (default: /var/lib/gpu-acceptance/reports)
 #   HARNESS_SCONTROL    the scontrol command (default: scontrol, on PATH)
-#   HARNESS_SLURM_BIN   a directory added to PATH for scontrol (e.g. /opt/slurm/bin)
+#   HARNESS_SLURM_BIN   a directory put first on PATH for scontrol (e.g. /opt/slurm/bin)
 #   HARNESS_NODE_CHECK_ARGS  extra pytest arguments, e.g. "--hardware h100-80gb"
 #
 # Exit codes of the check, and what this script does (docs/verdicts.md has the table):
@@ -31,8 +31,9 @@
 #   other (the Python missing, killed): not drained, said; exit 0
 set -u
 # Slurm runs a Prolog and the health check with no PATH to speak of: give the usual directories,
-# after whatever PATH there is.
-export PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${HARNESS_SLURM_BIN:+:$HARNESS_SLURM_BIN}"
+# after whatever PATH there is. HARNESS_SLURM_BIN goes first: the directory the admin named must win
+# over another scontrol on the default PATH (bash supplies a default PATH when Slurm gives none).
+export PATH="${HARNESS_SLURM_BIN:+$HARNESS_SLURM_BIN:}${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 prefix="gpu-acceptance:"   # harness/launch/node_check.py DRAIN_PREFIX
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

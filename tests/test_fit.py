@@ -96,7 +96,7 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
     profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
-                            assume_training_definition=None)
+                            assume_training_definition=None, leave_out="")
     assert cli_fit(ns) == 0
     loaded = load_profile(profile)
     bounds = loaded.bounds("resnet50", "bf16")
@@ -106,12 +106,31 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
     assert "| models.resnet50.bf16 | min_weak_efficiency | 2 |" in (tmp_path / "fit.md").read_text()
 
 
+def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tmp_path, capsys):
+    profile = tmp_path / "toy.toml"
+    profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
+    before = load_profile(profile).bounds("resnet50", "bf16")
+    ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
+                            report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
+                            assume_training_definition=None, leave_out="max_step_time_cv, min_weak_efficency")
+    assert cli_fit(ns) == 2
+    err = capsys.readouterr().err
+    assert "--leave-out min_weak_efficency: not a bound calibrate-fit fits" in err and "min_weak_efficiency" in err
+    ns.leave_out = "max_step_time_cv"
+    assert cli_fit(ns) == 0
+    after = load_profile(profile).bounds("resnet50", "bf16")
+    assert "not fitted, as asked: max_step_time_cv" in profile.read_text()
+    assert after.max_step_time_cv == before.max_step_time_cv and "max_step_time_cv" not in after.references
+    assert after.min_weak_efficiency != before.min_weak_efficiency
+    assert "| max_step_time_cv |" not in (tmp_path / "fit.md").read_text()
+
+
 def test_a_fit_that_would_not_validate_replaces_nothing(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
     original = "schema_version = 1\n[hardware]\nname = \"toy\"\n"  # no [models.resnet50.bf16] to write into
     profile.write_text(original)
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None, report=None,
-                            min_hosts=3, min_tol=0.0, assume_training_definition=None)
+                            min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="")
     assert cli_fit(ns) == 2
     assert "has no [models.resnet50.bf16] table" in capsys.readouterr().err
     assert profile.read_text() == original

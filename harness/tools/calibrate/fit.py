@@ -329,6 +329,17 @@ def report(fitted: list[Fitted], sessions: list[Session]) -> str:
     return "\n".join(out) + "\n"
 
 
+def leave_out_keys(text: str) -> frozenset[str]:
+    """``--leave-out``'s comma-separated profile keys, each one a bound this tool fits."""
+    keys = frozenset(word.strip() for word in text.split(",") if word.strip())
+    known = set(CHECK_TO_BOUND.values())
+    unknown = sorted(keys - known)
+    if unknown:
+        raise CalibrationError(f"--leave-out {', '.join(unknown)}: not a bound calibrate-fit fits; "
+                               f"give some of {', '.join(sorted(known))}")
+    return keys
+
+
 def add_fit_parser(sub: Any) -> None:
     p = sub.add_parser(
         "calibrate-fit", help="fit a profile's bounds across hosts from acceptance sessions",
@@ -344,6 +355,10 @@ def add_fit_parser(sub: Any) -> None:
     p.add_argument("--min-tol", type=float, default=0.0,
                    help="the least tolerance of every bound, a fraction (the cpu self-check profile: 0.6, as its "
                         "bounds check the mechanics on shared machines, not a CPU's speed)")
+    p.add_argument("--leave-out", metavar="KEY[,KEY]", default="",
+                   help="profile keys not to fit, e.g. max_step_time_cv,max_straggler_ratio on shared machines, "
+                        "where the step-time jitter is the neighbours', not the hardware's "
+                        f"(one of: {', '.join(sorted(set(CHECK_TO_BOUND.values())))})")
     p.add_argument("--assume-training-definition", metavar="ID",
                    help="the training definition of sessions written before sessions recorded theirs")
 
@@ -361,9 +376,10 @@ def cli_fit(ns: Any) -> int:
             raise CalibrationError(f"--min-hosts must be >= 1, got {ns.min_hosts}")
         if not 0 <= ns.min_tol < 1:
             raise CalibrationError(f"--min-tol must be a fraction in [0, 1), got {ns.min_tol}")
+        left_out = leave_out_keys(ns.leave_out)
         sessions = [read_session(Path(d), ns.assume_training_definition) for d in ns.sessions]
         check_hosts(sessions, ns.min_hosts)
-        fitted = fit(sessions, min_hosts=ns.min_hosts, min_tol=ns.min_tol)
+        fitted = [f for f in fit(sessions, min_hosts=ns.min_hosts, min_tol=ns.min_tol) if f.key not in left_out]
         if not fitted:
             raise CalibrationError("the sessions hold no figure with a bound to fit")
         profile_path = Path(ns.profile)
@@ -371,7 +387,8 @@ def cli_fit(ns: Any) -> int:
         note = (f"Bounds written as {{ ref, tol, hosts, runs, spread }} were fitted by `harness calibrate-fit` from "
                 f"{len(sessions)} sessions on {hosts} hosts" + (f" (fewer than the {MIN_HOSTS} the method asks)"
                                                                  if hosts < MIN_HOSTS else "")
-                + (f", every tolerance at least {ns.min_tol:g}" if ns.min_tol else ""))
+                + (f", every tolerance at least {ns.min_tol:g}" if ns.min_tol else "")
+                + (f"; not fitted, as asked: {', '.join(sorted(left_out))}" if left_out else ""))
         text = apply(profile_path.read_text(), fitted, note)
         output = Path(ns.output or ns.profile)
         validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
