@@ -14,10 +14,17 @@ pytest_plugins = ["pytester"]
 ACCEPTANCE = Path(__file__).resolve().parent.parent / "acceptance"
 COMPONENTS = "[components]\nmin_gemm_tflops = {{ fp32 = {gemm} }}\nmin_hbm_copy_gbps = 1.0\nsource = \"test\""
 LEVEL_FILES = {
-    "test_scaling": "def test_weak_scaling(harness):\n    pass\n\n"
-                    "import pytest\n@pytest.mark.level('quick')\ndef test_marked_quick(harness):\n    pass\n",
+    "test_scaling": "def test_weak_scaling(harness):\n    pass\n",
     "test_soak": "def test_soak(harness):\n    pass\n",
+    "test_site": "def test_site_check(harness):\n    pass\n",
 }
+SITE_JOB = """
+from harness.jobs.job import Job
+
+def pytest_harness_jobs(config):
+    return [Job(name="site check", tests=("test_site_check",), level="quick",
+                required=lambda need: {required!r})]
+"""
 
 
 def fake_run(spec, run_dir, *, run_id):
@@ -78,13 +85,14 @@ def test_without_bounds_a_component_test_is_skipped_as_not_evaluated_never_passe
 
 
 @pytest.mark.parametrize("args, kept", [
-    ((), {"test_weak_scaling", "test_marked_quick", "test_gemm"}),
-    (("--level", "quick"), {"test_marked_quick", "test_gemm"}),
-    (("--soak", "1s"), {"test_weak_scaling", "test_marked_quick", "test_gemm", "test_soak"}),
-    (("--level", "long", "--soak", "1s"), {"test_weak_scaling", "test_marked_quick", "test_gemm", "test_soak"}),
+    ((), {"test_weak_scaling", "test_site_check", "test_gemm"}),
+    (("--level", "quick"), {"test_site_check", "test_gemm"}),
+    (("--soak", "1s"), {"test_weak_scaling", "test_site_check", "test_gemm", "test_soak"}),
+    (("--level", "long", "--soak", "1s"), {"test_weak_scaling", "test_site_check", "test_gemm", "test_soak"}),
 ])
-def test_level_selects_by_file_and_marker(suite, args, kept):
+def test_level_selects_by_kind_of_job_a_sites_own_included(suite, pytester, args, kept):
     run, _ = suite
+    pytester.makeconftest(SITE_JOB.format(required=["test_site_check"]))
     result = run("--collect-only", "-q", "-k", "not memory and not host and not peer", *args)
     collected = {line.split("::")[1].split("[")[0] for line in result.outlines if "::" in line}
     assert collected == kept
@@ -102,12 +110,36 @@ def test_contradictory_levels_are_usage_errors(suite, args, message):
     result.stderr.fnmatch_lines([message])
 
 
-def test_an_unknown_level_marker_is_a_usage_error(suite, pytester):
-    run, _ = suite
-    pytester.makepyfile(test_scaling="import pytest\n@pytest.mark.level('nightly')\ndef test_x(harness):\n    pass\n")
+def test_a_test_no_kind_of_job_owns_is_refused_naming_the_way_out(suite):
+    """Its requirement could not be known: a skip of it would pass unseen."""
+    run, _ = suite  # no conftest: test_site.py's test belongs to no job
     result = run("--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*level('nightly')*expected one of quick, standard, long*"])
+    result.stderr.fnmatch_lines(["*test_site_check belongs to no kind of job*pytest_harness_jobs*"])
+
+
+@pytest.mark.parametrize("conftest, message", [
+    (SITE_JOB.format(required=[]).replace('"test_site_check"', '"test_gemm"'),
+     "*job 'site check' claims test_gemm, which job 'components' owns*"),
+    ("def pytest_harness_jobs(config):\n    return ['test_site_check']\n", "*expected harness.jobs.job.Job*"),
+])
+def test_a_site_job_that_would_blur_the_requirement_is_refused(suite, pytester, conftest, message):
+    run, _ = suite
+    pytester.makeconftest(conftest)
+    result = run("--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_a_site_jobs_required_test_that_is_missing_keeps_the_session_from_passing(suite, pytester):
+    run, _ = suite
+    pytester.makeconftest(SITE_JOB.format(required=["test_site_check", "test_site_check_two"]))
+    run("--level", "quick")
+    session = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
+    verdict = session["session_verdict"]
+    assert verdict["verdict"] == "INCOMPLETE", verdict
+    assert [n["name"] for n in verdict["not_run"]] == ["test_site_check_two"]
+    assert verdict["required_total"] == 4 and verdict["required_selected"] == 3  # gemm, memory, site check
 
 
 def test_a_gpu_no_rank_reported_fails_rather_than_skips(suite, monkeypatch):

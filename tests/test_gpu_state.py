@@ -21,6 +21,7 @@ from harness.profile.load import ThresholdError, load_profile
 from harness.profile.schema import GPU_STATE_KEYS
 from harness.results.location import Location
 from support.hardware import make_hardware
+from support.jobs import OTHER_TESTS_JOB
 from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, fake_nvml
 from support.profiles import cpu_test_profile
 
@@ -272,6 +273,7 @@ def h100_session(pytester, monkeypatch, tmp_path):
     (thresholds / "h100-80gb.toml").write_text((THRESHOLDS / "h100-80gb.toml").read_text())
     pytester.makeini("[pytest]\nharness_acceptance = true\n")
     pytester.makepyfile(test_a_gpu_state=GPU_STATE_TEST, test_b_other="def test_other():\n    pass\n")
+    pytester.makeconftest(OTHER_TESTS_JOB)
 
     def run(*args):
         return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-v", *args)

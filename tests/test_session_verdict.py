@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from harness.checks.session import (CPU_SELF_CHECK, EXIT_INCOMPLETE, NOT_A_SIGN_OFF, SessionFacts, SelectedTest,
-                                    directness, from_dict, judge_session, required_tests)
+                                    directness, from_dict, judge_session)
+from harness.jobs.registry import required_tests
 from harness.plugin.outcomes import _synchronised
 from harness.plugin.results import CaseResult
 from harness.profile.load import load_profile

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from harness.launch import slurm
-from harness.profile.load import load_profile
 from harness.launch.slurm import (SlurmAllocation, allocation_from_env, expand_hostlist, rendezvous_endpoint,
                            rendezvous_port, srun_prefix, step_wrapper)
+from harness.profile.load import load_profile
 
 REPO = Path(__file__).resolve().parent.parent
 SBATCH = REPO / "slurm" / "acceptance.sbatch"
@@ -354,7 +354,7 @@ def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
     efficiency = next(c for c in results["tiny_bert-fp32-2x1gpu"]["checks"] if c["name"] == "weak-scaling efficiency")
     cpu_bounds = load_profile(REPO / "thresholds" / "cpu.toml").cases[("tiny_bert", "fp32")]
     assert efficiency["measured"] is not None
-    assert efficiency["bound"] == pytest.approx(cpu_bounds.min_weak_efficiency[2]), "judged against the profile's 2-GPU bound"
+    assert efficiency["bound"] == pytest.approx(cpu_bounds.min_weak_efficiency[2]), "the profile's 2-GPU bound"
 
 
 def test_plugin_plans_multinode_cases_in_a_slurm_job(tmp_path):

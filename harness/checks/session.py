@@ -6,7 +6,7 @@ The rules (docs/verdicts.md), in order:
 1. **FAIL** when any check failed or any test failed or errored: a failure found is final, also in
    an interrupted or narrowed run.
 2. **INCOMPLETE** when a test that had to run did not: a case the profile requires of this node
-   (``required_tests``) skipped (e.g. for missing GPUs), interrupted, never started or never
+   (harness/jobs/registry.py ``required_tests``) skipped (e.g. for missing GPUs), interrupted, never started or never
    collected; a case the user asked for that the node cannot run (``--gpus 8`` on fewer); or
    nothing at all was judged. Never PASS.
 3. **PASS** otherwise. Its scope says what it covers: ``full`` when every required case ran,
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Iterable, Literal
 
-from harness.cases import SCALINGS, CaseId
-from harness.profile.bounds import Profile
+from harness.jobs.job import Job
+from harness.jobs.registry import JOBS, job_of
 from harness.results.location import Location, locations_of
 
 Verdict = Literal["PASS", "FAIL", "INCOMPLETE"]
@@ -48,18 +48,6 @@ EXIT_NOT_RECORDED = 7
 """Not pytest's: what was measured could not be written (a full disk): a storage failure, never the node's,
 so a Slurm prolog must not drain the node for it (harness/plugin/outcomes.py ``not_recorded``)."""
 
-MATRIX_TESTS = ("test_weak_scaling", "test_strong_scaling", "test_allreduce_bus_bandwidth")
-"""The tests parametrized by the profile's matrix: ``--models/--precisions/--gpus`` narrow them."""
-NODE_TESTS = ("test_node_shape",)
-"""Tests of the node as a whole, required of every GPU node (acceptance/test_node.py)."""
-PER_GPU_TESTS = ("test_gpu_state",)
-"""Tests with one case per GPU (``test_gpu_state[gpu3]``), required for every GPU the node should have."""
-COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
-"""Component tests, one case per GPU (``cpu0`` on a CPU profile: GEMM and memory only), and
-``test_peer_copy[gpuA-gpuB]`` per ordered pair: required where ``[components]`` bounds peer copies."""
-LEVELS = ("quick", "standard", "long")
-"""Run levels (``--level``): quick = the node, GPU state, components and topology; standard adds the
-DDP matrix and the all-reduce; long adds the soak."""
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
 
@@ -82,62 +70,6 @@ for the slowest) they are put on the GPU a direct cause of the same case names, 
 on the GPU a check happened to list first."""
 HEADLINE_CAUSES = 3
 """Causes the headline shows at least; every direct cause is shown, however many."""
-
-
-def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard",
-                   native_bf16: str | None = None, nodes: Sequence[str] = ()) -> list[str]:
-    """The test names (``test_weak_scaling[resnet50-bf16-4gpu]``) the profile requires of a node of
-    ``expected_gpus`` GPUs (ranks on a CPU profile): single-node cases only, in test order. ``nodes``:
-    every node of a multi-node session (the driver's first), each of whose ``expected_gpus`` GPUs
-    must pass its GPU-state test (``test_gpu_state[gpu02-gpu3]``); empty on one node (``gpu3``).
-
-    Cases the profile itself leaves out are not required: a model × precision without bounds, bf16
-    on a CPU without native bf16 where the profile says so, a GPU count above the node's. The level
-    (``LEVELS``) decides which kinds of test are asked for at all.
-    """
-    names: list[str] = []
-    counts = [n for n in sorted(set(profile.gpu_counts)) if n <= expected_gpus]
-    gpus = range(expected_gpus)
-    if profile.hardware.device == "cuda":
-        names += list(NODE_TESTS)
-        names += [f"{test}[{node}-gpu{index}]" if node else f"{test}[gpu{index}]"
-                  for test in PER_GPU_TESTS for node in (nodes or ("",)) for index in gpus]
-        if profile.topology is not None:
-            names.append("test_topology")
-    components = profile.components
-    if components is not None:
-        if profile.hardware.device == "cuda":
-            names += [f"{test}[gpu{index}]" for test in COMPONENT_TESTS for index in gpus]
-            # Peer copies are required only where the profile bounds them (none is measured yet: no
-            # multi-GPU machine was lent); the all-reduce's bound still judges the GPUs' links.
-            if components.min_peer_gbps is not None or components.max_peer_latency_us is not None:
-                names += [f"test_peer_copy[gpu{a}-gpu{b}]" for a in gpus for b in gpus if a != b]
-        else:
-            names += [f"{test}[cpu0]" for test in COMPONENT_TESTS[:2]]
-    if LEVELS.index(level if level in LEVELS else "standard") < LEVELS.index("standard"):
-        return names
-    for scaling in SCALINGS:
-        for count in counts:
-            for model in profile.models:
-                for precision in profile.precisions:
-                    if case_required(profile, CaseId(model=model, precision=precision, gpus=count,
-                                                     scaling=scaling), native_bf16):
-                        names.append(f"test_{scaling}_scaling[{model}-{precision}-{count}gpu]")
-    if profile.interconnect is not None:
-        names += [f"test_allreduce_bus_bandwidth[{n}gpu]" for n in counts if n > 1]
-    if level == "long":
-        names.append("test_soak")
-    return names
-
-
-def case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
-    """Whether the profile asks for ``case`` at its GPU count: it bounds it, and bf16 runs on this CPU."""
-    bounds = profile.bounds(case.model, case.precision)
-    if bounds is None:
-        return False
-    if case.precision == "bf16" and profile.bf16_needs_native and native_bf16 is None:
-        return False
-    return case.scaling == "weak" or (case.gpus > 1 and case.gpus in bounds.min_strong_efficiency)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +95,10 @@ class SessionFacts:
     """What the session knows beside the tests: the requirement, how it was narrowed, how it ended."""
 
     required: tuple[str, ...]
-    """``required_tests`` of this node."""
+    """``required_tests`` of this node (harness/jobs/registry.py)."""
+    jobs: tuple[Job, ...] = JOBS
+    """The session's kinds of job, a site's included: which tests the matrix options narrow, and what to say
+    of a required test that is missing."""
     collected: frozenset[str] = frozenset()
     """Every test name collected before the user's deselection (-k, -m, --deselect)."""
     partial_collection: bool = False
@@ -180,7 +115,8 @@ class SessionFacts:
     overrides: tuple[dict, ...] = ()
     """Environment variables that change results ({"name", "value", "effect"}) (harness/node/overrides.py)."""
     level: str = "standard"
-    """The run level (``LEVELS``): quick checks the node's health without the DDP matrix, never a sign-off."""
+    """The run level (harness/jobs/job.py ``LEVELS``): quick checks the node's health without the DDP matrix,
+    never a sign-off."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,7 +184,7 @@ def judge_session(tests: list[SelectedTest], facts: SessionFacts) -> SessionVerd
     not_run = [{"name": t.name, "outcome": t.outcome, "reason": t.reason or _default_reason(t.outcome)}
                for t in tests if (t.must_run or t.name in facts.required) and t.outcome not in RAN]
     not_run += [{"name": name, "outcome": "not run",
-                 "reason": "not collected: the suite has no such test for this node" + _missing_hint(name)}
+                 "reason": "not collected: the suite has no such test for this node" + _missing_hint(name, facts.jobs)}
                 for name in missing]
     causes = group_causes(tests)
     counts = {outcome: sum(1 for t in tests if t.outcome == outcome)
@@ -297,16 +233,13 @@ def _narrowed_away(name: str, facts: SessionFacts) -> bool:
     """Whether the user's narrowing, not the node, kept a required test out of the session."""
     if name in facts.collected or facts.partial_collection:
         return True  # deselected by -k, -m or --deselect; or outside the node ids and files named
-    return bool(facts.option_narrowing) and name.split("[", 1)[0] in MATRIX_TESTS
+    job = job_of(name, facts.jobs)
+    return bool(facts.option_narrowing) and job is not None and job.narrowed_by_matrix
 
 
-def _missing_hint(name: str) -> str:
-    function = name.split("[", 1)[0]
-    if function in PER_GPU_TESTS:
-        return " (a GPU the node should have is not visible)"
-    if function in NODE_TESTS or function == "test_topology":
-        return f" (acceptance/ lacks {function}, or it was not collected)"
-    return ""
+def _missing_hint(name: str, jobs: tuple[Job, ...]) -> str:
+    job = job_of(name, jobs)
+    return job.missing_hint if job is not None else ""
 
 
 def _default_reason(outcome: str) -> str:

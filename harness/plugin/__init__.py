@@ -20,7 +20,7 @@ import pytest
 from harness.cases import SCALINGS
 from harness.launch import heartbeat, supervise
 from harness.launch.supervise import stop_on_sigterm
-from harness.plugin import components
+from harness.plugin import components, hookspecs, levels
 from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
                                   scaling_params)
 from harness.plugin.fixture import HarnessTest
@@ -33,6 +33,10 @@ from harness.plugin.progress import SessionProgress, write_verdict_lines
 from harness.plugin.session import SESSION_KEY, start_session
 from harness import definitions
 from harness.profile.stack import compare_stack
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -65,10 +69,10 @@ def _shows_information_only(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "weak_scaling: a weak-scaling acceptance case (per-GPU batch fixed)")
     config.addinivalue_line("markers", "strong_scaling: a strong-scaling acceptance case (global batch fixed)")
-    config.addinivalue_line("markers", "level(name): the run level of an acceptance test: quick, standard or long")
     if not _active(config) or hasattr(config, "workerinput") or _shows_information_only(config):
         return
     refuse_cache_options(config)
+    levels.gather_jobs(config)  # a site's bad job is refused before anything starts
     session = start_session(config, parse_options(config))
     config.stash[SESSION_KEY] = session
     if not session.collect_only:
@@ -136,12 +140,12 @@ NODE_SHAPE_TEST = "test_node_shape"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--level`` deselects the tests above the session's run level (harness/plugin/components.py); then
+    """``--level`` deselects the tests above the session's run level (harness/plugin/levels.py); then
     the node-shape test first: a missing GPU is the first thing a sign-off says (a stable sort); the
     GPU-state tests last: they judge the end of the session, after every benchmark."""
     harness_session = config.stash.get(SESSION_KEY, None)
     if harness_session is not None:
-        components.select_level(config, items, harness_session.ctx.options.level)
+        levels.select_level(config, items, harness_session.ctx.options.level)
         items.sort(key=lambda item: getattr(item, "originalname", item.name) != NODE_SHAPE_TEST)
         order_last(items)
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from harness.cases import CaseId, Scaling
+from harness.jobs.job import gpu_count_id
 from harness.launch.slurm import SlurmAllocation
 from harness.node.cpu_features import no_native_bf16_reason
 from harness.plugin.context import SessionContext
@@ -94,7 +95,7 @@ def allreduce_params(ctx: SessionContext) -> list[Any]:
     the profile has an [interconnect] section (like every optional section: left out, not checked)."""
     if ctx.profile.interconnect is None:
         return [no_cases_param(f"profile {ctx.profile.name} has no [interconnect] section")]
-    params = [pytest.param(n, id=f"{n}gpu", marks=[pytest.mark.skip(
+    params = [pytest.param(n, id=gpu_count_id(n), marks=[pytest.mark.skip(
         reason=f"needs {n} {ctx.core_unit}; this node has {ctx.available_gpus}")] if n > ctx.available_gpus else [])
         for n in selected_gpu_counts(ctx) if n != 1]
     return params or [no_cases_param("no GPU count above 1 is selected: an all-reduce needs two")]

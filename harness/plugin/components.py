@@ -1,18 +1,11 @@
 """The component tests' session side: one launch of the component benchmarks (measured once, judged
-per GPU and per ordered pair), their pytest parameters, and the run levels (``--level``).
-
-Levels, like DCGM's run levels: ``quick`` (node shape, GPU state, components, topology: minutes, for a
-Slurm prolog/epilog or a nightly health check), ``standard`` (quick + the DDP matrix + all-reduce,
-the default), ``long`` (standard + soak). A test's level is its ``@pytest.mark.level("...")``
-marker, else ``TEST_LEVELS`` by file (and function), else ``standard``; collection deselects the
-tests above the session's level and records what it kept (``level_selection``), so the verdict
-knows the level's required set.
+per GPU and per ordered pair) and their pytest parameters. Which of them run at which level is the
+components job's (harness/jobs/registry.py, harness/plugin/levels.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
@@ -21,75 +14,15 @@ from harness import definitions
 from harness.checks.judged import not_judged
 from harness.checks.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
+from harness.jobs.job import CPU_RANK_ID, gpu_id, pair_id
 from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext
-from harness.plugin.options import LEVELS
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
 from harness.workloads.components.arith import GPU_GEMM_DTYPES
 
 NO_GPU = "no GPU on a CPU run"
-TEST_LEVELS = {
-    "test_node.py": "quick", "test_gpu_state.py": "quick", "test_components.py": "quick",
-    "test_interconnect.py::test_topology": "quick", "test_interconnect.py::test_allreduce_bus_bandwidth": "standard",
-    "test_scaling.py": "standard", "test_soak.py": "long",
-}
-"""The level of each acceptance test, by file or file::function (a ``level`` marker overrides)."""
-DEFAULT_LEVEL = "standard"
-
-
-# --- levels -------------------------------------------------------------------------------------
-
-
-def level_of(item: pytest.Item) -> str:
-    """The run level ``item`` belongs to; a ``level`` marker naming no level is a usage error."""
-    marker = item.get_closest_marker("level")
-    if marker is not None:
-        level = marker.args[0] if marker.args else None
-        if level not in LEVELS:
-            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.level({level!r}): expected one of "
-                                    f"{', '.join(LEVELS)}")
-        return level
-    file = Path(str(item.path)).name
-    function = getattr(item, "originalname", item.name)
-    return TEST_LEVELS.get(f"{file}::{function}") or TEST_LEVELS.get(file) or DEFAULT_LEVEL
-
-
-@dataclass(frozen=True, kw_only=True)
-class LevelSelection:
-    """What ``--level`` kept: the level's required set, and what it left out, by pytest node id."""
-
-    level: str
-    kept: tuple[str, ...]
-    deselected: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        return {"level": self.level, "kept": list(self.kept), "deselected": list(self.deselected)}
-
-
-LEVEL_KEY = pytest.StashKey[LevelSelection]()
-
-
-def select_level(config: pytest.Config, items: list[pytest.Item], level: str) -> LevelSelection:
-    """Deselect the tests above ``level`` (pytest reports them as deselected) and record the selection."""
-    highest = LEVELS.index(level)
-    kept: list[pytest.Item] = []
-    dropped: list[pytest.Item] = []
-    for item in items:
-        (kept if LEVELS.index(level_of(item)) <= highest else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
-    selection = LevelSelection(level=level, kept=tuple(i.nodeid for i in kept),
-                               deselected=tuple(i.nodeid for i in dropped))
-    config.stash[LEVEL_KEY] = selection
-    return selection
-
-
-def level_selection(config: pytest.Config) -> LevelSelection | None:
-    """The session's level selection, once collection made it (the verdict's required set)."""
-    return config.stash.get(LEVEL_KEY, None)
 
 
 # --- parameters ---------------------------------------------------------------------------------
@@ -98,8 +31,8 @@ def level_selection(config: pytest.Config) -> LevelSelection | None:
 def gpu_params(ctx: SessionContext) -> list:
     """One test id per GPU (``gpu0``...), or ``cpu0``: the one CPU rank of a CPU profile."""
     if ctx.device != "cuda":
-        return [pytest.param(0, id="cpu0")]
-    return [pytest.param(gpu.index, id=f"gpu{gpu.index}") for gpu in ctx.hardware.gpus]
+        return [pytest.param(0, id=CPU_RANK_ID)]
+    return [pytest.param(gpu.index, id=gpu_id(gpu.index)) for gpu in ctx.hardware.gpus]
 
 
 def pair_params(ctx: SessionContext) -> list:
@@ -114,7 +47,7 @@ def pair_params(ctx: SessionContext) -> list:
     if len(indices) < 2:
         return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
             reason=f"not applicable: {len(indices)} GPU on this node, no pair to copy between"))]
-    return [pytest.param((a, b), id=f"gpu{a}-gpu{b}") for a in indices for b in indices if a != b]
+    return [pytest.param((a, b), id=pair_id(a, b)) for a in indices for b in indices if a != b]
 
 
 def parametrize(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_acceptance: list) -> None:

@@ -21,7 +21,8 @@ from harness.checks.telemetry_checks import describe_foreign, reason_shares
 from harness.node.gpu_state import GpuState, read_gpu_states
 from harness.node.xid import XidWatcher
 from harness.plugin.context import SessionContext
-from harness.plugin.remote_gpu_state import NodeGpu, RemoteGpuState, judged_nodes, node_gpu_id, remote_gpu_state
+from harness.jobs.job import gpu_id, node_gpu_id
+from harness.plugin.remote_gpu_state import NodeGpu, RemoteGpuState, judged_nodes, remote_gpu_state
 from harness.plugin.results import CheckedResult
 from harness.telemetry import gpu_label
 
@@ -39,7 +40,7 @@ def gpu_state_params(ctx: SessionContext, remote: RemoteGpuState | None = None) 
         return [pytest.param(None, id="no-gpu", marks=pytest.mark.skip(reason=NO_GPU_REASON))]
     nodes = judged_nodes(ctx)
     if not nodes:
-        return [pytest.param(gpu.index, id=f"gpu{gpu.index}") for gpu in ctx.hardware.gpus]
+        return [pytest.param(gpu.index, id=gpu_id(gpu.index)) for gpu in ctx.hardware.gpus]
     targets = [NodeGpu(node=nodes[0], index=gpu.index) for gpu in ctx.hardware.gpus]
     for node in nodes[1:]:
         # Not probed (--collect-only): the GPUs a node of this session must have.
@@ -132,7 +133,7 @@ class GpuStateRunner:
     def _result(self, state: GpuStateInput, problems: dict[str, str], other_node: bool = False) -> CheckedResult:
         ctx = self.ctx
         bounds = ctx.profile.gpu_state
-        name = node_gpu_id(state.node, state.index) if state.node else f"gpu{state.index}"
+        name = node_gpu_id(state.node, state.index) if state.node else gpu_id(state.index)
         where = gpu_label(state.index, state.uuid)
         return CheckedResult(name=f"gpu-state-{name}",
                              context=f"{ctx.profile.name}, GPU state, {f'node {state.node}, ' if state.node else ''}"

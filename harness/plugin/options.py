@@ -19,6 +19,7 @@ import pytest
 from harness.catalog import MODELS, PRECISIONS
 from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
 from harness.launch.spec import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS, check_window
+from harness.jobs.job import LEVELS
 from harness.profile.bounds import Profile
 from harness.workloads.compilecache import CacheDirError, default_cache_root, prepare_cache_root
 from harness.launch.spec import MAX_SECONDS
@@ -28,8 +29,6 @@ PREFIX = "harness"
 """``--harness-NAME`` on the command line, ``harness_NAME`` as the argparse dest."""
 
 LaunchMode = Literal["grouped", "per-case"]
-LEVELS = ("quick", "standard", "long")
-"""Run levels, each the one before plus more (harness/plugin/components.py says which test is which)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

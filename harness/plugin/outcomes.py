@@ -19,9 +19,11 @@ import pytest
 from _pytest.junitxml import xml_key  # the LogXML object; pytest offers no other handle on it
 
 from harness.cases import CaseId
-from harness.checks.session import (EXIT_NOT_RECORDED, MATRIX_TESTS, SelectedTest, SessionFacts, SessionVerdict,
-                                    case_required, judge_session, required_tests, unjudged)
+from harness.checks.session import (EXIT_NOT_RECORDED, SelectedTest, SessionFacts, SessionVerdict, judge_session,
+                                    unjudged)
 from harness.files import is_storage_full
+from harness.jobs.registry import case_required, job_of, required_tests
+from harness.plugin.levels import session_jobs
 from harness.plugin.remote_gpu_state import judged_nodes
 from harness.plugin.results import CaseResult
 from harness.plugin.session import HarnessSession
@@ -114,9 +116,10 @@ class SessionOutcomes:
         exitstatus = int(session.exitstatus) if session is not None else 0
         expected = ctx.expected_gpus if ctx.expected_gpus is not None else ctx.available_gpus
         level = ctx.options.level
+        jobs = session_jobs(config)
         return SessionFacts(
             required=tuple(required_tests(ctx.profile, expected, level=level, native_bf16=ctx.native_bf16,
-                                          nodes=judged_nodes(ctx))),
+                                          nodes=judged_nodes(ctx), jobs=jobs)), jobs=jobs,
             collected=frozenset(self.collected), option_narrowing=_option_narrowing(ctx.options),
             selection_narrowing=_selection_narrowing(config), partial_collection=_names_part_of_the_suite(config),
             cpu=ctx.device == "cpu",
@@ -148,7 +151,8 @@ class SessionOutcomes:
         if case is not None:  # and one the profile would judge: bounded, bf16 runnable here
             return case.gpus > ctx.available_gpus and case_required(ctx.profile, case, ctx.native_bf16)
         gpus = getattr(getattr(item, "callspec", None), "params", {}).get("allreduce_gpus")
-        return item.name.split("[", 1)[0] in MATRIX_TESTS and isinstance(gpus, int) and gpus > ctx.available_gpus
+        job = job_of(item.name, session_jobs(self.harness_session.config))
+        return job is not None and job.narrowed_by_matrix and isinstance(gpus, int) and gpus > ctx.available_gpus
 
     def _reason(self, nodeid: str, outcome: str) -> str:
         phases = self.phases.get(nodeid, {})

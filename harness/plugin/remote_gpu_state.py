@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 
 from harness.checks.gpu_state import UNKNOWN_UUID, GpuStateInput
 from harness.checks.check import Check
+from harness.jobs.job import node_gpu_id
 from harness.launch import slurm
 from harness.launch.cleanup import session_owner
 from harness.launch.command import PACKAGE_ROOT
@@ -59,11 +60,6 @@ class NodeGpu:
     @property
     def test_id(self) -> str:
         return node_gpu_id(self.node, self.index)
-
-
-def node_gpu_id(node: str, index: int) -> str:
-    """The test id of a GPU in a multi-node session (``gpu01-gpu3``); ``gpu3`` on one node."""
-    return f"{node}-gpu{index}"
 
 
 def judged_nodes(ctx: SessionContext) -> tuple[str, ...]:

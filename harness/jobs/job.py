@@ -1,0 +1,89 @@
+"""What one kind of job declares: the acceptance tests it owns, the run level they belong to, and the
+test ids a profile requires of a node. The test ids are spelt here, once, for the plugin's parameters
+and the verdict's required set alike: a mismatch between the two would make a required test look
+"not collected" (INCOMPLETE), or worse, a collected one look not required.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.profile.bounds import Profile
+
+LEVELS = ("quick", "standard", "long")
+"""Run levels (``--level``), like DCGM's: quick = the node, GPU state, components and topology (a Slurm
+prolog); standard adds the DDP matrix and the all-reduce (the sign-off); long adds the soak."""
+CPU_RANK_ID = "cpu0"
+"""The one CPU rank of a CPU profile's component tests."""
+
+
+def level_rank(level: str) -> int:
+    """Where ``level`` stands in ``LEVELS``; a level this version does not know counts as standard."""
+    return LEVELS.index(level if level in LEVELS else "standard")
+
+
+def gpu_id(index: int) -> str:
+    """The test id of one GPU: ``gpu3``."""
+    return f"gpu{index}"
+
+
+def node_gpu_id(node: str, index: int) -> str:
+    """The test id of one GPU of one node of a multi-node session: ``gpu02-gpu3``."""
+    return f"{node}-{gpu_id(index)}"
+
+
+def pair_id(source: int, target: int) -> str:
+    """The test id of one ordered GPU pair: ``gpu0-gpu1``."""
+    return f"{gpu_id(source)}-{gpu_id(target)}"
+
+
+def gpu_count_id(gpus: int) -> str:
+    """The test id of a GPU count: ``4gpu``."""
+    return f"{gpus}gpu"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirement:
+    """What a node must run, as the verdict knows it: the profile, the GPUs the node should have, whether
+    bf16 runs natively on its CPU (a CPU profile), and every node of a multi-node session."""
+
+    profile: Profile
+    expected_gpus: int
+    native_bf16: str | None = None
+    nodes: tuple[str, ...] = ()
+    """The driver's node first; empty on one node."""
+
+    @property
+    def on_gpus(self) -> bool:
+        return self.profile.hardware.device == "cuda"
+
+    @property
+    def gpu_counts(self) -> list[int]:
+        """The profile's GPU counts this node can run, ascending."""
+        return [n for n in sorted(set(self.profile.gpu_counts)) if n <= self.expected_gpus]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One kind of job. A test of an acceptance session that no job owns is refused at collection
+    (harness/plugin/levels.py): its requirement could not be known, so a skip of it could pass."""
+
+    name: str
+    tests: tuple[str, ...]
+    """The acceptance test functions it owns: ``test_gemm``."""
+    level: str
+    """The run level its tests belong to (one of ``LEVELS``)."""
+    required: Callable[[Requirement], list[str]]
+    """The test names (``test_gemm[gpu3]``) the profile requires of the node, in test order."""
+    narrowed_by_matrix: bool = False
+    """``--models``/``--precisions``/``--gpus`` narrow its cases: a required case they leave out is the
+    user's narrowing (a partial scope), not a missing test."""
+    missing_hint: str = ""
+    """Said after "not collected" when a required test of it is missing."""
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"job {self.name!r}: level {self.level!r} is not one of {', '.join(LEVELS)}")
+        if not self.tests:
+            raise ValueError(f"job {self.name!r} owns no test")

@@ -1,0 +1,142 @@
+"""The kinds of job, in test order, and what reads them: ``required_tests`` (the session verdict's
+required set), ``job_of`` (a test's level and whether the matrix options narrow it) and ``with_site_jobs``
+(kinds a site adds through the ``pytest_harness_jobs`` hook, harness/plugin/hookspecs.py).
+
+A new kind of job is one entry here, one profile section and one acceptance test: a test no entry owns
+is refused at collection, so its requirement cannot be left out by forgetting a table.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from harness.cases import SCALINGS, CaseId
+from harness.jobs.job import CPU_RANK_ID, Job, Requirement, gpu_count_id, gpu_id, level_rank, node_gpu_id, pair_id
+from harness.profile.bounds import Profile
+
+NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
+
+
+def _node_shape(need: Requirement) -> list[str]:
+    return ["test_node_shape"] if need.on_gpus else []
+
+
+def _gpu_state(need: Requirement) -> list[str]:
+    gpus = range(need.expected_gpus)
+    if not need.on_gpus:
+        return []
+    if not need.nodes:
+        return [f"test_gpu_state[{gpu_id(index)}]" for index in gpus]
+    return [f"test_gpu_state[{node_gpu_id(node, index)}]" for node in need.nodes for index in gpus]
+
+
+def _topology(need: Requirement) -> list[str]:
+    return ["test_topology"] if need.on_gpus and need.profile.topology is not None else []
+
+
+PER_GPU_COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
+"""One case per GPU (``cpu0`` on a CPU profile: GEMM and memory only)."""
+
+
+def _components(need: Requirement) -> list[str]:
+    components = need.profile.components
+    if components is None:
+        return []
+    if not need.on_gpus:
+        return [f"{test}[{CPU_RANK_ID}]" for test in PER_GPU_COMPONENT_TESTS[:2]]
+    gpus = range(need.expected_gpus)
+    names = [f"{test}[{gpu_id(index)}]" for test in PER_GPU_COMPONENT_TESTS for index in gpus]
+    # Peer copies are required only where the profile bounds them; the all-reduce's bound judges the links.
+    if components.min_peer_gbps is not None or components.max_peer_latency_us is not None:
+        names += [f"test_peer_copy[{pair_id(a, b)}]" for a in gpus for b in gpus if a != b]
+    return names
+
+
+def case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
+    """Whether the profile asks for ``case`` at its GPU count: it bounds it, and bf16 runs on this CPU."""
+    bounds = profile.bounds(case.model, case.precision)
+    if bounds is None:
+        return False
+    if case.precision == "bf16" and profile.bf16_needs_native and native_bf16 is None:
+        return False
+    return case.scaling == "weak" or (case.gpus > 1 and case.gpus in bounds.min_strong_efficiency)
+
+
+def _ddp_scaling(need: Requirement) -> list[str]:
+    profile = need.profile
+    return [f"test_{scaling}_scaling[{case.test_param}]"
+            for scaling in SCALINGS for count in need.gpu_counts for model in profile.models
+            for precision in profile.precisions
+            for case in (CaseId(model=model, precision=precision, gpus=count, scaling=scaling),)
+            if case_required(profile, case, need.native_bf16)]
+
+
+def _allreduce(need: Requirement) -> list[str]:
+    if need.profile.interconnect is None:
+        return []
+    return [f"test_allreduce_bus_bandwidth[{gpu_count_id(n)}]" for n in need.gpu_counts if n > 1]
+
+
+def _soak(need: Requirement) -> list[str]:
+    return ["test_soak"]
+
+
+NODE_SHAPE = Job(name="node shape", tests=("test_node_shape",), level="quick", required=_node_shape,
+                 missing_hint=NOT_COLLECTED.format(test="test_node_shape"))
+GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
+                missing_hint=" (a GPU the node should have is not visible)")
+TOPOLOGY = Job(name="topology", tests=("test_topology",), level="quick", required=_topology,
+               missing_hint=NOT_COLLECTED.format(test="test_topology"))
+COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_copy"), level="quick",
+                 required=_components)
+DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
+                  required=_ddp_scaling, narrowed_by_matrix=True)
+ALLREDUCE = Job(name="all-reduce", tests=("test_allreduce_bus_bandwidth",), level="standard", required=_allreduce,
+                narrowed_by_matrix=True)
+SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak)
+
+JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALING, ALLREDUCE, SOAK)
+"""Every kind of job the harness ships, in the order their tests' names are required."""
+
+
+def function_of(test_name: str) -> str:
+    """``test_gemm`` of ``test_gemm[gpu3]``."""
+    return test_name.split("[", 1)[0]
+
+
+def job_of(test: str, jobs: Sequence[Job] = JOBS) -> Job | None:
+    """The job that owns ``test`` (a function name, or a test name with its parameter id)."""
+    function = function_of(test)
+    return next((job for job in jobs if function in job.tests), None)
+
+
+def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = JOBS) -> tuple[Job, ...]:
+    """``jobs`` and the ones a site added; ValueError, saying which, for anything that is not a Job, a
+    name taken twice or a test two jobs claim."""
+    merged = list(jobs)
+    for job in added:
+        if not isinstance(job, Job):
+            raise ValueError(f"pytest_harness_jobs returned {job!r}: expected harness.jobs.job.Job")
+        if any(job.name == other.name for other in merged):
+            raise ValueError(f"pytest_harness_jobs: a job named {job.name!r} already exists")
+        claimed = [(test, other.name) for other in merged for test in job.tests if test in other.tests]
+        if claimed:
+            raise ValueError(f"pytest_harness_jobs: job {job.name!r} claims {claimed[0][0]}, which job "
+                             f"{claimed[0][1]!r} owns")
+        merged.append(job)
+    return tuple(merged)
+
+
+def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard", native_bf16: str | None = None,
+                   nodes: Sequence[str] = (), jobs: Sequence[Job] = JOBS) -> list[str]:
+    """The test names (``test_weak_scaling[resnet50-bf16-4gpu]``) the profile requires of a node of
+    ``expected_gpus`` GPUs (ranks on a CPU profile), from every job at or below ``level``. ``nodes``:
+    every node of a multi-node session (the driver's first), each of whose GPUs must pass its GPU-state
+    test (``test_gpu_state[gpu02-gpu3]``); empty on one node (``gpu3``).
+
+    Cases the profile itself leaves out are not required: a model × precision without bounds, bf16
+    on a CPU without native bf16 where the profile says so, a GPU count above the node's.
+    """
+    need = Requirement(profile=profile, expected_gpus=expected_gpus, native_bf16=native_bf16, nodes=tuple(nodes))
+    highest = level_rank(level)
+    return [name for job in jobs if level_rank(job.level) <= highest for name in job.required(need)]

@@ -1,0 +1,84 @@
+"""Run levels (``--level``) at collection, read from the kinds of job (harness/jobs/registry.py): a test's
+level is its job's; a test of an acceptance session that no job owns is refused (a usage error), since
+the verdict could not require it and a skip of it would pass unseen. Sites add jobs through the
+``pytest_harness_jobs`` hook (harness/plugin/hookspecs.py).
+
+Collection deselects the tests above the session's level and records what it kept (``LevelSelection``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from harness.jobs.job import LEVELS, Job
+from harness.jobs.registry import JOBS, job_of, with_site_jobs
+
+JOBS_KEY = pytest.StashKey[tuple[Job, ...]]()
+
+
+def gather_jobs(config: pytest.Config) -> tuple[Job, ...]:
+    """The harness's jobs and every one a site's ``pytest_harness_jobs`` returned; a bad one is a usage error."""
+    added = [job for returned in config.hook.pytest_harness_jobs(config=config) for job in (returned or ())]
+    try:
+        jobs = with_site_jobs(added)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[JOBS_KEY] = jobs
+    return jobs
+
+
+def session_jobs(config: pytest.Config) -> tuple[Job, ...]:
+    """The jobs ``gather_jobs`` found at configure (the harness's own before it ran)."""
+    return config.stash.get(JOBS_KEY, JOBS)
+
+
+def level_of(item: pytest.Item, jobs: tuple[Job, ...]) -> str:
+    """The run level of ``item``: its job's. A test no job owns is a usage error that names the way out."""
+    function = getattr(item, "originalname", item.name)
+    job = job_of(function, jobs)
+    if job is None:
+        raise pytest.UsageError(
+            f"{item.nodeid}: {function} belongs to no kind of job, so the session verdict cannot know whether "
+            f"this node must run it (a skip of it would pass unseen). Add it to a job: harness/jobs/registry.py, "
+            f"or a site's pytest_harness_jobs hook (harness/plugin/hookspecs.py); jobs: "
+            f"{', '.join(job.name for job in jobs)}")
+    return job.level
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelSelection:
+    """What ``--level`` kept: the level's required set, and what it left out, by pytest node id."""
+
+    level: str
+    kept: tuple[str, ...]
+    deselected: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "kept": list(self.kept), "deselected": list(self.deselected)}
+
+
+LEVEL_KEY = pytest.StashKey[LevelSelection]()
+
+
+def select_level(config: pytest.Config, items: list[pytest.Item], level: str) -> LevelSelection:
+    """Deselect the tests above ``level`` (pytest reports them as deselected) and record the selection."""
+    jobs = session_jobs(config)
+    highest = LEVELS.index(level)
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if LEVELS.index(level_of(item, jobs)) <= highest else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    selection = LevelSelection(level=level, kept=tuple(i.nodeid for i in kept),
+                               deselected=tuple(i.nodeid for i in dropped))
+    config.stash[LEVEL_KEY] = selection
+    return selection
+
+
+def level_selection(config: pytest.Config) -> LevelSelection | None:
+    """The session's level selection, once collection made it."""
+    return config.stash.get(LEVEL_KEY, None)

@@ -1,0 +1,70 @@
+"""The kinds of job (harness/jobs/): every acceptance test belongs to exactly one, every test a job owns
+exists, and the test ids the verdict requires are the ones the plugin parametrizes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from harness.jobs.job import LEVELS, Job, Requirement, gpu_count_id, gpu_id, node_gpu_id, pair_id
+from harness.jobs.registry import JOBS, job_of, required_tests, with_site_jobs
+from harness.profile.load import load_profile
+
+ACCEPTANCE = Path(__file__).resolve().parent.parent / "acceptance"
+THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
+
+
+def acceptance_tests() -> set[str]:
+    return {node.name for path in ACCEPTANCE.glob("test_*.py") for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+
+
+def test_every_acceptance_test_belongs_to_exactly_one_kind_of_job():
+    owners = {test: [job.name for job in JOBS if test in job.tests] for test in acceptance_tests()}
+    assert {test: names for test, names in owners.items() if len(names) != 1} == {}
+
+
+def test_every_test_a_job_owns_is_in_the_acceptance_suite():
+    """A job owning a test no file defines would make every session INCOMPLETE (or hide a renamed test)."""
+    owned = {test for job in JOBS for test in job.tests}
+    assert owned - acceptance_tests() == set()
+
+
+def test_levels_are_cumulative_and_the_sign_off_needs_the_ddp_matrix():
+    h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
+    quick, standard, long = (required_tests(h100, 4, level=level) for level in LEVELS)
+    assert set(quick) < set(standard) < set(long)
+    assert not [name for name in quick if job_of(name).level != "quick"]
+    assert "test_weak_scaling[resnet50-bf16-4gpu]" in standard and long[-1] == "test_soak"
+
+
+def test_the_required_ids_are_spelt_as_the_plugin_spells_its_parameters():
+    assert (gpu_id(3), node_gpu_id("gpu02", 3), pair_id(0, 1), gpu_count_id(4)) == (
+        "gpu3", "gpu02-gpu3", "gpu0-gpu1", "4gpu")
+    h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
+    names = required_tests(h100, 2, level="quick", nodes=("gpu01", "gpu02"))
+    assert "test_gpu_state[gpu02-gpu1]" in names and "test_gemm[gpu1]" in names
+
+
+def test_a_job_names_a_known_level_and_owns_a_test():
+    with pytest.raises(ValueError, match="level 'nightly' is not one of quick, standard, long"):
+        Job(name="x", tests=("test_x",), level="nightly", required=lambda need: [])
+    with pytest.raises(ValueError, match="owns no test"):
+        Job(name="x", tests=(), level="quick", required=lambda need: [])
+
+
+def test_a_site_job_joins_after_the_harness_jobs_and_its_requirement_counts():
+    site = Job(name="site storage", tests=("test_scratch",), level="quick", required=lambda need: ["test_scratch"])
+    jobs = with_site_jobs([site])
+    assert jobs[-1] is site and job_of("test_scratch[a]", jobs) is site
+    cpu = load_profile(THRESHOLDS / "cpu.toml")
+    assert required_tests(cpu, 2, level="quick", jobs=jobs)[-1] == "test_scratch"
+    with pytest.raises(ValueError, match="a job named 'site storage' already exists"):
+        with_site_jobs([site, site])
+
+
+def test_a_requirement_counts_only_the_gpu_counts_the_node_can_run():
+    h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
+    assert Requirement(profile=h100, expected_gpus=2).gpu_counts == [n for n in sorted(h100.gpu_counts) if n <= 2]
