@@ -13,8 +13,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "harness"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 # The launcher side and everything that judges or reports: importing them must not import torch.
-LIGHT = ("harness/cli.py", "harness/cases.py", "harness/catalog.py", "harness/records.py", "harness/profile/",
-         "harness/plugin/", "harness/launch/", "harness/checks/", "harness/report/", "harness/fleet/")
+LIGHT = ("harness/cli.py", "harness/cases.py", "harness/catalog.py", "harness/records.py", "harness/timeline.py",
+         "harness/profile/", "harness/plugin/", "harness/launch/", "harness/checks/", "harness/report/",
+         "harness/fleet/")
 
 
 def _modules() -> dict[str, Path]:
@@ -108,6 +109,30 @@ def test_the_launcher_side_imports_no_torch(module):
         torch = sorted(i for i in imports if i.split(".")[0] == "torch")
         assert not torch, f"{module} imports {torch[0]} at module level (through {name})"
         todo.extend(i for i in imports if i in MODULES)
+
+
+BELOW_THE_PLUGIN = ("harness/report/", "harness/fleet/")
+"""What the plugin's outputs call (report/render.py, fleet/session_end.py) and ``harness report`` runs alone."""
+
+
+def test_the_report_and_the_fleet_import_nothing_of_the_pytest_plugin():
+    """Not even inside a function: importing any harness.plugin module runs the package's __init__, which loads
+    the whole plugin (pytest, plugin/outputs.py, and through it report/render.py again): a cycle at import time
+    that the check above, which follows modules and not packages, cannot see."""
+    offenders = []
+    for name, path in MODULES.items():
+        if not str(path.relative_to(PACKAGE.parent)).startswith(BELOW_THE_PLUGIN):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            offenders += [f"{name}:{node.lineno}: {imported}" for imported in names
+                          if imported == "harness.plugin" or imported.startswith("harness.plugin.")]
+    assert not offenders, offenders
 
 
 GROUND_FLOOR = "harness.results"

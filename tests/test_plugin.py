@@ -125,6 +125,8 @@ def test_reports_land_in_the_run_directory(suite, pytester):
     assert {"run completed", "weak-scaling efficiency"} <= names[1]
     session = json.loads((run_dir / "session.json").read_text())
     assert session["exitstatus"] == 0 and not session["interrupted"]
+    # Where the session's time went: recorded, and on the page (issue 28).
+    assert session["timeline"]["records"] == 2 and '<section id="time">' in (run_dir / "report.html").read_text()
 
 
 def test_a_bad_threshold_file_stops_everything_before_any_run(suite):

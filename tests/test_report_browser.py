@@ -14,6 +14,7 @@ import pytest
 from harness.report.browser import load_in_chromium, screenshot
 from harness.report.render import write_report
 from test_report import _poison, _session_only, contract_copy
+from test_report_timeline import cpu_run  # noqa: F401 - the fixture: a session that recorded its timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {
@@ -149,3 +150,11 @@ def test_printed_the_summary_is_one_page_and_the_details_follow(built: Path):
     order = [text.index(marker) for marker in ('id="verdict"', 'id="signoff"', 'id="matrix"', 'class="details-start"',
                                                 'id="cases"')]
     assert order == sorted(order)
+
+
+def test_a_page_with_where_the_time_went_loads_cleanly_and_fits_a_phone(cpu_run: Path):  # noqa: F811
+    report = write_report(cpu_run)
+    dom, errors = load_in_chromium(report)
+    assert errors == [] and 'id="time"' in dom
+    layout = layout_at(report, 390)
+    assert layout["wide"] == [], f"wider than the phone, outside a scrolling box: {layout['wide']}"

@@ -27,7 +27,7 @@ from harness.checks.session import SessionVerdict
 from harness.plugin.fixture import RESULT_KEY
 from harness.plugin.outcomes import SessionOutcomes, not_recorded
 from harness.plugin.progress import write_own_line
-from harness.plugin.timeline import describe as describe_timeline
+from harness.timeline import describe as describe_timeline
 from harness.plugin.session import HarnessSession
 from harness.records import write_json_atomic
 from harness.report.render import write_report

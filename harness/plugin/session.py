@@ -45,7 +45,7 @@ from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.rundir import make_run_dir, make_run_id
 from harness.plugin.soak import SoakRunner
-from harness.plugin.timeline import timeline as session_timeline
+from harness.timeline import timeline as session_timeline
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
 from harness.profile.match import select_profile
@@ -130,7 +130,7 @@ class HarnessSession:
         return chosen.record, chosen.baseline, checks
 
     def timeline(self) -> dict:
-        """Where the session's time went (harness/plugin/timeline.py)."""
+        """Where the session's time went (harness/timeline.py)."""
         started = datetime.fromisoformat(self.ctx.started_at)
         launches = {f"all-reduce {gpus} GPUs": run.elapsed_s or 0.0 for gpus, run in self.interconnect.sweeps.items()}
         components = self.config.stash.get(COMPONENTS_KEY, None)

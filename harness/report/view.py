@@ -13,6 +13,7 @@ from harness.report.sections.scaling import scaling_charts
 from harness.report.sections.signoff import build_signoff
 from harness.report.sections.telemetry import telemetry_missing
 from harness.report.sections.thresholds import build_thresholds
+from harness.report.sections.timeline import build_timeline
 from harness.report.sections.verdict import build_verdict
 
 
@@ -88,5 +89,6 @@ def build_view(inputs: RunInputs) -> dict:
         "interconnect_missing": interconnect_missing(header),
         "interconnect_note": interconnect_bound_note(header, tests),
         "thresholds": build_thresholds(header, tests, cases_used, _units(tests)),
+        "timeline": build_timeline(inputs),
         "device_word": device_word(device),
     }

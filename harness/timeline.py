@@ -12,13 +12,17 @@ from typing import Any
 SIGN_OFF_BUDGET_S = 180.0
 """Issue 28's budget for the default session on a 4-GPU node: past it the terminal says where the time went."""
 STARTUP = ("process_start", "import", "init")
+PHASES = ("start-up", "build", "autotune + warm-up (cold)", "warm-up (hot)", "straggler probe", "windows",
+          "confirmations")
+"""The phases of the benchmark launches, in the order they run; ``phases_s`` holds each."""
+OTHER = "other (launch gaps, checks, outputs)"
+"""What the session spent outside the launches: ``other_s``."""
 
 
 def timeline(run_dir: Path, *, total_s: float, launches_s: dict[str, float]) -> dict[str, Any]:
     """Seconds per phase over every benchmark record in ``run_dir``/runs, the other launches' seconds
     (``launches_s``: components, all-reduce, ...), and what the session spent outside both."""
-    phases = {"start-up": 0.0, "build": 0.0, "autotune + warm-up (cold)": 0.0, "warm-up (hot)": 0.0,
-              "straggler probe": 0.0, "windows": 0.0, "confirmations": 0.0}
+    phases = dict.fromkeys(PHASES, 0.0)
     records = 0
     for path in sorted((Path(run_dir) / "runs").glob("*.json")):
         try:
@@ -45,11 +49,16 @@ def timeline(run_dir: Path, *, total_s: float, launches_s: dict[str, float]) -> 
             "other_s": round(max(0.0, total_s - accounted), 1)}
 
 
+def over_budget(total_s: float) -> str:
+    """``over the <budget> s a 4-GPU sign-off should take`` past SIGN_OFF_BUDGET_S, else "": the words of the
+    terminal's time line and of the report's."""
+    return f"over the {SIGN_OFF_BUDGET_S:.0f} s a 4-GPU sign-off should take" if total_s > SIGN_OFF_BUDGET_S else ""
+
+
 def describe(line: dict[str, Any]) -> str:
     """``time: 230 s — windows 86 s, warm-up (cold) 40 s, ...`` the largest first."""
-    parts = {**line["phases_s"], **line["launches_s"], "other (launch gaps, checks, outputs)": line["other_s"]}
+    parts = {**line["phases_s"], **line["launches_s"], OTHER: line["other_s"]}
     shown = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])
                       if seconds >= 0.5)
-    over = (f" (over the {SIGN_OFF_BUDGET_S:.0f} s a 4-GPU sign-off should take)"
-            if line["total_s"] > SIGN_OFF_BUDGET_S else "")
-    return f"time: {line['total_s']:.0f} s{over} — {shown}"
+    over = over_budget(line["total_s"])
+    return f"time: {line['total_s']:.0f} s{f' ({over})' if over else ''} — {shown}"
