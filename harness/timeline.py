@@ -9,8 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-SIGN_OFF_BUDGET_S = 180.0
-"""Issue 28's budget for the default session on a 4-GPU node: past it the terminal says where the time went."""
+SIGN_OFF_BUDGET_S = 210.0
+"""Issue 28's target for the default (standard) session on a node of up to 4 GPUs: 180 s on 4 x H200, 210 s
+on 4 x H100 (the slower kind's, so a healthy H100 node is not called slow). Past it the terminal and the
+report say where the time went. A target for the harness's speed, never a bound on the node."""
+QUICK_BUDGET_S = 45.0
+"""Issue 28's target for ``--level quick`` (a Slurm prolog)."""
+WIDE_NODE_FACTOR = 1.3
+"""Above 4 GPUs the design grows to about 1.3x the 4-GPU time (docs/usage.md says what grows)."""
 STARTUP = ("process_start", "import", "init")
 PHASES = ("start-up", "build", "autotune + warm-up (cold)", "warm-up (hot)", "straggler probe", "windows",
           "confirmations")
@@ -19,9 +25,26 @@ OTHER = "other (launch gaps, checks, outputs)"
 """What the session spent outside the launches: ``other_s``."""
 
 
-def timeline(run_dir: Path, *, total_s: float, launches_s: dict[str, float]) -> dict[str, Any]:
+def budget(level: str, device: str, gpus: int) -> tuple[float, str] | None:
+    """(seconds, what they are the budget of) for a session of ``level`` on ``gpus`` GPUs; None where no
+    target is set: a CPU self-check (a check of the harness, at a CPU's speed) and the long level (its
+    soak lasts as long as asked)."""
+    if device != "cuda":
+        return None
+    if level == "quick":
+        return QUICK_BUDGET_S, "a quick check should take"
+    if level != "standard":
+        return None
+    if gpus > 4:
+        return SIGN_OFF_BUDGET_S * WIDE_NODE_FACTOR, f"a sign-off of {gpus} GPUs should take"
+    return SIGN_OFF_BUDGET_S, "a sign-off of up to 4 GPUs should take"
+
+
+def timeline(run_dir: Path, *, total_s: float, launches_s: dict[str, float],
+             budget_of: tuple[float, str] | None = None) -> dict[str, Any]:
     """Seconds per phase over every benchmark record in ``run_dir``/runs, the other launches' seconds
-    (``launches_s``: components, all-reduce, ...), and what the session spent outside both."""
+    (``launches_s``: components, all-reduce, ...), what the session spent outside both, and the session's
+    time budget (``budget``) when it has one."""
     phases = dict.fromkeys(PHASES, 0.0)
     records = 0
     for path in sorted((Path(run_dir) / "runs").glob("*.json")):
@@ -46,13 +69,17 @@ def timeline(run_dir: Path, *, total_s: float, launches_s: dict[str, float]) -> 
     return {"total_s": round(total_s, 1), "records": records,
             "phases_s": {name: round(value, 1) for name, value in phases.items()},
             "launches_s": {name: round(value, 1) for name, value in launches_s.items()},
-            "other_s": round(max(0.0, total_s - accounted), 1)}
+            "other_s": round(max(0.0, total_s - accounted), 1),
+            **({"budget_s": round(budget_of[0], 1), "budget_of": budget_of[1]} if budget_of is not None else {})}
 
 
-def over_budget(total_s: float) -> str:
-    """``over the <budget> s a 4-GPU sign-off should take`` past SIGN_OFF_BUDGET_S, else "": the words of the
-    terminal's time line and of the report's."""
-    return f"over the {SIGN_OFF_BUDGET_S:.0f} s a 4-GPU sign-off should take" if total_s > SIGN_OFF_BUDGET_S else ""
+def over_budget(total_s: float, line: dict[str, Any]) -> str:
+    """``over the 210 s a sign-off of up to 4 GPUs should take`` past the budget the timeline ``line`` records,
+    else "" (also for a timeline that records none): the words of the terminal's time line and the report's."""
+    budget_s, budget_of = line.get("budget_s"), line.get("budget_of")
+    if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or not isinstance(budget_of, str):
+        return ""
+    return f"over the {budget_s:.0f} s {budget_of}" if total_s > budget_s else ""
 
 
 def describe(line: dict[str, Any]) -> str:
@@ -60,5 +87,5 @@ def describe(line: dict[str, Any]) -> str:
     parts = {**line["phases_s"], **line["launches_s"], OTHER: line["other_s"]}
     shown = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])
                       if seconds >= 0.5)
-    over = over_budget(line["total_s"])
+    over = over_budget(line["total_s"], line)
     return f"time: {line['total_s']:.0f} s{f' ({over})' if over else ''} — {shown}"

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from harness.report.render import build_report
-from harness.timeline import SIGN_OFF_BUDGET_S, describe
+from harness.timeline import QUICK_BUDGET_S, SIGN_OFF_BUDGET_S, budget, describe
 from test_report import H200_RUN, HOSTILE, _session_only, _verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_SESSION = ROOT / "docs" / "data" / "2026-11-27-cpu-calibration" / "sessions" / "20261127-081103-vm-cpu-8156"
-OVER = f"over the {SIGN_OFF_BUDGET_S:.0f} s a 4-GPU sign-off should take"
+OVER = f"over the {SIGN_OFF_BUDGET_S:.0f} s a sign-off of up to 4 GPUs should take"
+STANDARD_4_GPUS = {"budget_s": SIGN_OFF_BUDGET_S, "budget_of": "a sign-off of up to 4 GPUs should take"}
 
 
 @pytest.fixture
@@ -68,14 +69,29 @@ def test_the_phases_launches_and_the_rest_are_shown_largest_first_with_their_sha
 
 
 def test_a_session_over_the_budget_says_so_in_the_words_of_the_terminal(cpu_run: Path):
+    _edit_timeline(cpu_run, lambda s: s["timeline"].update(total_s=218.8, **STANDARD_4_GPUS))
     section = _section(build_report(cpu_run))
     assert f"Total 218.8 s: {OVER}." in section
     timeline = json.loads((cpu_run / "session.json").read_text())["timeline"]
     assert f"({OVER})" in describe(timeline)  # the terminal's last line, the same words
 
 
+def test_a_session_with_no_budget_is_never_called_slow(cpu_run: Path):
+    """The CPU self-check's timeline records none: 218.8 s on a 2-core VM is not a GPU sign-off's time."""
+    section = _section(build_report(cpu_run))
+    assert section is not None and "should take" not in section
+    assert "should take" not in describe(json.loads((cpu_run / "session.json").read_text())["timeline"])
+
+
+def test_the_budget_is_the_sessions_level_and_width():
+    assert budget("standard", "cpu", 2) is None and budget("long", "cuda", 4) is None
+    assert budget("quick", "cuda", 8) == (QUICK_BUDGET_S, "a quick check should take")
+    assert budget("standard", "cuda", 4) == (SIGN_OFF_BUDGET_S, "a sign-off of up to 4 GPUs should take")
+    assert budget("standard", "cuda", 8) == (pytest.approx(1.3 * SIGN_OFF_BUDGET_S), "a sign-off of 8 GPUs should take")
+
+
 def test_a_session_within_the_budget_shows_its_time_without_the_note(cpu_run: Path):
-    _edit_timeline(cpu_run, lambda s: s["timeline"].update(total_s=SIGN_OFF_BUDGET_S))
+    _edit_timeline(cpu_run, lambda s: s["timeline"].update(total_s=SIGN_OFF_BUDGET_S, **STANDARD_4_GPUS))
     section = _section(build_report(cpu_run))
     assert section is not None and "sign-off should take" not in section
     assert f"{SIGN_OFF_BUDGET_S:,.1f} s" in section
@@ -118,7 +134,8 @@ def test_damaged_values_are_shown_as_not_recorded_never_a_crash(cpu_run: Path):
 
 
 def test_phases_and_launches_that_are_not_tables_leave_the_total_and_the_rest(cpu_run: Path):
-    _edit_timeline(cpu_run, lambda s: s["timeline"].update(phases_s="none", launches_s=[["components", 9.1]]))
+    _edit_timeline(cpu_run, lambda s: s["timeline"].update(phases_s="none", launches_s=[["components", 9.1]],
+                                                           **STANDARD_4_GPUS))
     section = _section(build_report(cpu_run))
     rows = {part: (seconds, share) for part, seconds, share in _rows(section)}
     assert rows["other (launch gaps, checks, outputs)"] == ("3.5 s", "1.6 %")
@@ -135,6 +152,6 @@ def test_the_timeline_shown_is_session_json_s_the_one_the_terminal_printed(tmp_p
     report["harness"]["timeline"] = {**line, "total_s": 290.0}
     (run / "report.json").write_text(json.dumps(report))
     _edit_timeline(run, lambda s: s.update(timeline=line))
-    assert "Total 300.9 s" in _section(build_report(run))
+    assert re.search(r"<th>total</th><th[^>]*>300.9 s</th>", _section(build_report(run)))
     (run / "session.json").unlink()
-    assert "Total 290.0 s" in _section(build_report(run))
+    assert re.search(r"<th>total</th><th[^>]*>290.0 s</th>", _section(build_report(run)))

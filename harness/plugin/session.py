@@ -45,6 +45,7 @@ from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.rundir import make_run_dir, make_run_id
 from harness.plugin.soak import SoakRunner
+from harness.timeline import budget as time_budget
 from harness.timeline import timeline as session_timeline
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
@@ -136,8 +137,10 @@ class HarnessSession:
         components = self.config.stash.get(COMPONENTS_KEY, None)
         if components is not None and components.run is not None:
             launches["components"] = components.run.elapsed_s or 0.0
-        return session_timeline(self.ctx.run_dir, total_s=(datetime.now(timezone.utc) - started).total_seconds(),
-                                launches_s=launches)
+        ctx = self.ctx
+        gpus = ctx.expected_gpus if ctx.expected_gpus is not None else ctx.available_gpus
+        return session_timeline(ctx.run_dir, total_s=(datetime.now(timezone.utc) - started).total_seconds(),
+                                launches_s=launches, budget_of=time_budget(ctx.options.level, ctx.device, gpus))
 
     def summary(self) -> dict:
         """session.json: the session's facts and every test's result."""

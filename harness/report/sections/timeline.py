@@ -60,5 +60,5 @@ def build_timeline(inputs: RunInputs) -> dict | None:
             for name, seconds in _parts(line)]
     records = as_int(line.get("records"))
     return {"rows": rows, "total": _fmt_seconds(total), "total_share": "100.0 %" if total else MISSING,
-            "over": over_budget(total) if total is not None else "",
+            "over": over_budget(total, line) if total is not None else "",
             "records": records if records is not None and records >= 0 else None}
