@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.gpu_state import gpu_state_checks
-from harness.launch.cleanup import OWNER_ENV, owner_env
+from harness.launch.cleanup import owner_env
+from harness.node.process_tags import OWNER_ENV
 from harness.launch.slurm import SlurmAllocation
 from harness.plugin.remote_gpu_state import RemoteGpuState
 from harness.profile.load import load_profile

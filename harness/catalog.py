@@ -21,6 +21,10 @@ InputKind = Literal["image", "tokens"]
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 """Every precision a case can run in, as threshold files and the command line spell them."""
+GEMM_DTYPES = ("bf16", "fp16", "tf32", "fp32")
+"""What the component GEMM can run in: tf32 is fp32 storage with TF32 tensor-core math (GPUs only)."""
+GPU_GEMM_DTYPES = ("bf16", "fp16", "tf32")
+CPU_GEMM_DTYPES = ("fp32",)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

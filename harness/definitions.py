@@ -63,7 +63,7 @@ DEFINITIONS: dict[str, Definition] = {
                 "each GPU alone then all at once, NUMA-bound ranks",
         sources=("harness/workloads/components/kernels.py", "harness/workloads/components/worker.py",
                  "harness/workloads/components/arith.py"),
-        fingerprint="4dec340b7cbcc473"),
+        fingerprint="14754e72a2c2f3f3"),  # GEMM_DTYPES moved to catalog.py: figure unchanged
     "allreduce": Definition(
         family="allreduce", id="2026-11-21",
         summary="nccl-tests' bus bandwidth of torch.distributed all_reduce, 1 MiB to the largest size the GPUs hold, "

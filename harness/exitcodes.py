@@ -1,18 +1,28 @@
 """One table of exit codes for the acceptance suite and every ``harness`` subcommand.
 
-The acceptance suite's codes are pytest's own where pytest has one (harness/checks/session.py);
+The acceptance suite's codes are pytest's own where pytest has one;
 every subcommand uses the same code for the same kind of outcome, so a script, a Slurm prolog or
 a CI step reads any of them the same way (docs/verdicts.md, "Exit codes").
 """
 
 from __future__ import annotations
 
-from harness.checks.session import (EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED,
-                                    EXIT_NO_TESTS, EXIT_PASS, EXIT_USAGE_ERROR)
-
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_INTERRUPTED = 2
+"""pytest's own code for an interrupted session: here INCOMPLETE because of Ctrl-C, SIGTERM or Slurm's limit."""
+EXIT_INTERNAL_ERROR = 3
+"""pytest's own code: the harness or pytest crashed; INCOMPLETE (what ran is in the report)."""
+EXIT_USAGE_ERROR = 4
+"""pytest's own code: refused before any test (bad option, no profile, GPUs unusable); no verdict is made."""
+EXIT_NO_TESTS = 5
+"""pytest's own code: nothing was collected (e.g. ``-k`` matching no test); INCOMPLETE."""
+EXIT_INCOMPLETE = 6
+"""Not pytest's: the session ended normally but a required case did not run (skipped, not collected)."""
 EXIT_NOT_RECORDED = 7
-"""The outcome could not be written where it belongs (a full or read-only file system, an
-unmounted store): nothing is known about the node from it; do not drain, fix the storage."""
+"""Not pytest's: the outcome could not be written where it belongs (a full or read-only file system, an
+unmounted store): a storage failure, never the node's, so a Slurm prolog must not drain the node for it
+(harness/plugin/outcomes.py ``not_recorded``); fix the storage."""
 
 EXIT_CODES: dict[int, tuple[str, str]] = {
     EXIT_PASS: ("PASS / done", "the session passed; a subcommand did what it was asked and found nothing wrong"),

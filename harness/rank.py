@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 
 SEED = 1234
 """Each rank seeds torch with SEED + rank: runs repeat, and ranks do not train on identical data."""

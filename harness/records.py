@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.files import STORAGE_ERRNOS, NotRecorded, not_recorded, refuse_special_output
+from harness.files import write_json_atomic
 from harness.node.overrides import Override, find_overrides
 
 SCHEMA_VERSION = 1
@@ -217,62 +215,6 @@ def _coerce(hint: Any, value: Any) -> Any:
     if origin is dict and args and args[0] is int:
         return {int(k): v for k, v in value.items()}
     return value
-
-
-def default_file_mode() -> int:
-    """The mode ``open()`` gives a new file: 0666 less this process's umask.
-
-    Every file of a run directory (session.json, runs/*.json, record.json, report.html) gets this
-    one mode: the report page shows what the JSON holds, so hiding the JSON alone (mkstemp's 0600)
-    protected nothing; who may read a run is the report directory's permissions and the umask
-    (``umask 077`` keeps it private), as for any file the user writes."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # no /proc: read it by setting it, and put it back at once
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Write-then-rename, so a reader never sees half a file even if we die mid-write.
-
-    ``mode``: None gives the run directory's one mode (``default_file_mode``); 0o644 for files that
-    another user's daemon must read whatever the umask (node_exporter's textfile). Raises OSError;
-    ``harness.files.OutputPathError`` (an OSError) where ``path`` is a device, a FIFO, a link or a
-    directory, which the rename would otherwise replace; ``harness.files.NotRecorded`` (an OSError)
-    where the file system is full, after keeping ``text`` elsewhere (the temporary directory, else stderr).
-    """
-    refuse_special_output(path)
-    try:
-        _write_then_rename(path, text, mode)
-    except OSError as exc:
-        if exc.errno in STORAGE_ERRNOS and not isinstance(exc, NotRecorded):
-            raise not_recorded(path, exc, text) from None
-        raise
-
-
-def _write_then_rename(path: Path, text: str, mode: int | None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, default_file_mode() if mode is None else mode)
-        refuse_special_output(path)  # again: something may have taken the name while we wrote
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, text: str) -> None:
-    write_text_atomic(path, text)
 
 
 def write_record(path: Path, record: RunRecord) -> None:

@@ -20,10 +20,12 @@ import pytest
 from harness.workloads import faults
 from harness.workloads.faults import Fault, parse_fault
 from harness.launch.benchmark import failure_record, run_benchmark
-from harness.launch.cleanup import RUN_ID_ENV, kill_run, tagged_pids
+from harness.launch.cleanup import kill_run, tagged_pids
+from harness.node.process_tags import RUN_ID_ENV
 from harness.launch.command import Rendezvous, launch_env, prepare_launch
 from harness.launch.failure import explain_failure
-from harness.launch.spec import BenchmarkSpec, LaunchSettings, check_window, default_max_measure_seconds
+from harness.launch.spec import BenchmarkSpec, LaunchSettings, check_window
+from harness.durations import default_max_measure_seconds
 from harness.launch.stall import Stall
 from harness.records import read_record
 from harness.workloads.plan import BenchmarkPlan, CasePlan, read_plan

@@ -167,3 +167,66 @@ def test_no_judge_or_report_reads_a_location_out_of_prose():
                     and any(word in node.args[0].value for word in LOCATION_WORDS)):
                 offenders.append(f"{name}:{node.lineno}: re.{node.func.attr}({node.args[0].value!r})")
     assert not offenders, offenders
+
+
+STAGES: tuple[tuple[str, ...], ...] = (
+    ("results", "cases", "catalog", "definitions", "exitcodes", "durations", "files", "timeline"),
+    ("node",), ("records",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",), ("launch",),
+    ("checks",), ("report",), ("fleet",), ("plugin",), ("selftest",), ("tools",), ("cli", "__main__"))
+"""The top-level parts of the harness, bottom floor first (docs/architecture.md draws them): the ground floor's
+types and tables, what the node is, the run record, the profile, the kinds of job, the rank side and its
+workers, the launcher, the judges, the pages, the pytest plugin and the commands. A part imports only from
+its own floor or below."""
+
+
+def _part(module: str) -> str:
+    """``checks`` of ``harness.checks.session``; ``cli`` of ``harness.cli``."""
+    return module.split(".")[1] if "." in module else module
+
+
+def _part_imports() -> dict[str, dict[str, list[str]]]:
+    """part -> imported part -> the module-level imports that tie them (``harness.x -> harness.y``)."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for name, path in MODULES.items():
+        for imported in _top_level_imports(path, name):
+            if imported == "harness" or imported.startswith("torch"):
+                continue  # `from harness import telemetry` names harness.telemetry as well
+            if _part(imported) != _part(name):
+                found.setdefault(_part(name), {}).setdefault(_part(imported), []).append(f"{name} -> {imported}")
+    return found
+
+
+def _floor(part: str) -> int:
+    return next(index for index, floor in enumerate(STAGES) if part in floor)
+
+
+def test_every_top_level_part_has_its_floor():
+    parts = {_part(name) for name in MODULES if name != "harness"}
+    placed = {part for floor in STAGES for part in floor}
+    assert parts - placed == set(), "place the new part in STAGES (and in docs/architecture.md)"
+
+
+def test_no_import_runs_back_up_the_stages():
+    """The stage order is the code's: a part imports only from its floor or below (issue 29)."""
+    upward = {f"{part} -> {other}": ties for part, others in _part_imports().items() for other, ties in others.items()
+              if _floor(other) > _floor(part)}
+    assert upward == {}
+
+
+def test_no_folder_level_import_cycle():
+    """Module cycles are caught above; this one sees two parts tied both ways through different modules."""
+    edges = {part: set(others) for part, others in _part_imports().items()}
+    seen: dict[str, int] = {}  # 1: on the path being walked, 2: done
+
+    def walk(part: str, path: list[str]) -> list[str] | None:
+        seen[part] = 1
+        for other in sorted(edges.get(part, ())):
+            if seen.get(other) == 1:
+                return path + [part, other]
+            if other not in seen and (cycle := walk(other, path + [part])):
+                return cycle
+        seen[part] = 2
+        return None
+
+    cycles = [cycle for part in sorted(edges) if part not in seen and (cycle := walk(part, []))]
+    assert cycles == []

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.results.location import Location, gpu_location, locations_of
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.session import EXIT_NOT_RECORDED
+from harness.exitcodes import EXIT_NOT_RECORDED
 from support.filesystems import tmpfs
 from harness.node.overrides import expected_settings, find_overrides
 from harness.workloads.compilecache import CacheDirError, prepare_cache_root

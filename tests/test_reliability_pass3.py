@@ -15,7 +15,7 @@ import pytest
 from fleet_sessions import NodePlan, write_node
 from harness.cli import main
 from harness.files import OutputPathError
-from harness.records import write_text_atomic
+from harness.files import write_text_atomic
 
 NODE = "gpu-node09"
 
@@ -124,7 +124,8 @@ def test_fleet_and_history_outputs_follow_the_umask(reports, tmp_path, capsys):
 _IN_NAMESPACE = r"""
 import os, subprocess, sys, time
 from pathlib import Path
-from harness.launch.cleanup import OWNER_ENV, RUN_ID_ENV, LAUNCH_DIR_ENV, owner_env, session_owner
+from harness.launch.cleanup import owner_env, session_owner
+from harness.node.process_tags import OWNER_ENV, RUN_ID_ENV, LAUNCH_DIR_ENV
 run_id, how = sys.argv[1], sys.argv[2]
 if how == "dead-launcher":  # the launcher starts the launch and dies; the namespace (its init: us) lives on
     if os.fork() == 0:
@@ -240,8 +241,8 @@ def test_a_process_tagged_by_a_session_on_another_host_is_named_not_killed(tmp_p
     nothing here. Before, the sweep killed another node's live multi-node run."""
     import subprocess
 
-    from harness.launch.cleanup import (LAUNCH_DIR_ENV, OWNER_ENV, OWNER_WHERE_ENV, RUN_ID_ENV, OwnerTag,
-                                        session_owner, session_where, survey)
+    from harness.launch.cleanup import OwnerTag, session_owner, session_where, survey
+    from harness.node.process_tags import LAUNCH_DIR_ENV, OWNER_ENV, OWNER_WHERE_ENV, RUN_ID_ENV
 
     mine = OwnerTag.parse(session_owner(), session_where())
     assert mine is not None

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch.cleanup import LAUNCH_DIR_ENV, OWNER_ENV, RUN_ID_ENV, find_orphans, stop_orphans, tagged_pids
+from harness.launch.cleanup import find_orphans, stop_orphans, tagged_pids
+from harness.node.process_tags import LAUNCH_DIR_ENV, OWNER_ENV, RUN_ID_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.session import EXIT_NOT_RECORDED
+from harness.exitcodes import EXIT_NOT_RECORDED
 from harness.files import KEPT_DIR_NAME, NotRecorded
 from support.filesystems import fill, tmpfs
 from test_plugin import suite  # noqa: F401 - the fixture: an acceptance session with a fake launcher
@@ -43,7 +43,7 @@ def test_the_writer_keeps_what_it_could_not_write_and_says_it_is_a_storage_failu
     fill(small_fs)
     text = json.dumps({"throughput_per_gpu": 123.4})
     with pytest.raises(NotRecorded) as raised:
-        from harness.records import write_text_atomic
+        from harness.files import write_text_atomic
 
         write_text_atomic(small_fs / "record.json", text)
     message = str(raised.value)

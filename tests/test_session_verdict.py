@@ -5,8 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.checks.session import (CPU_SELF_CHECK, EXIT_INCOMPLETE, NOT_A_SIGN_OFF, SessionFacts, SelectedTest,
-                                    directness, from_dict, judge_session)
+from harness.checks.session import (CPU_SELF_CHECK, NOT_A_SIGN_OFF, SessionFacts, SelectedTest, directness, from_dict,
+                                    judge_session)
+from harness.exitcodes import EXIT_INCOMPLETE
 from harness.jobs.registry import required_tests
 from harness.plugin.outcomes import _synchronised
 from harness.plugin.results import CaseResult

@@ -7,7 +7,7 @@ import pytest
 from harness.records import Failure
 from harness.profile.bounds import CaseBounds
 from harness.checks.straggler import name_straggler
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.checks.verdict import failed_checks, strong_scaling_checks, weak_scaling_checks
 from harness.results.location import Location

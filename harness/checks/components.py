@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.checks.check import Check, CheckKind
+from harness.results.check import Check, CheckKind
 from harness.checks.shapes import bound_for
 from harness.profile.bounds import ComponentBounds
 from harness.results.location import Location, gpu_location

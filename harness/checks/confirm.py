@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.records import RunRecord
 
 MAX_REMEASURES = 2

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from harness.checks.node_load import load_foreign_check, load_throttling_check
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.node.gpu_state import Reading, value
 from harness.node.nvml import CLOCK_SETTING_REASON
 from harness.profile.bounds import GpuStateBounds

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.launch.allreduce import AllReduceRun
 from harness.node.topology import why_no_nvlink

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.checks.check import Check
+from harness.results.check import Check
 
 
 def not_judged(checks: list[Check], why: str | None) -> list[Check]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.results.location import Location
 
 THROTTLE_SOURCE = ("harness rule: a healthy GPU never slows itself for heat or a hardware signal (read on that node "

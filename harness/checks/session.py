@@ -24,6 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
+from harness.exitcodes import (EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, EXIT_NO_TESTS,
+                               EXIT_PASS)
 from harness.jobs.job import Job
 from harness.jobs.registry import JOBS, job_of
 from harness.results.location import Location, locations_of
@@ -31,22 +33,6 @@ from harness.results.location import Location, locations_of
 Verdict = Literal["PASS", "FAIL", "INCOMPLETE"]
 Outcome = Literal["passed", "failed", "error", "skipped", "interrupted", "not run"]
 RAN = ("passed", "failed", "error")
-
-EXIT_PASS = 0
-EXIT_FAIL = 1
-EXIT_INTERRUPTED = 2
-"""pytest's own code for an interrupted session: here INCOMPLETE because of Ctrl-C, SIGTERM or Slurm's limit."""
-EXIT_INTERNAL_ERROR = 3
-"""pytest's own code: the harness or pytest crashed; INCOMPLETE (what ran is in the report)."""
-EXIT_USAGE_ERROR = 4
-"""pytest's own code: refused before any test (bad option, no profile, GPUs unusable); no verdict is made."""
-EXIT_NO_TESTS = 5
-"""pytest's own code: nothing was collected (e.g. ``-k`` matching no test); INCOMPLETE."""
-EXIT_INCOMPLETE = 6
-"""Not pytest's: the session ended normally but a required case did not run (skipped, not collected)."""
-EXIT_NOT_RECORDED = 7
-"""Not pytest's: what was measured could not be written (a full disk): a storage failure, never the node's,
-so a Slurm prolog must not drain the node for it (harness/plugin/outcomes.py ``not_recorded``)."""
 
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.launch.soak import SoakRun
 from harness.workloads.soak_windows import MIN_WINDOWS

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness import telemetry as tm
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.records import RunRecord
 from harness.results.location import Location
 

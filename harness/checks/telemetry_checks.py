@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Literal
 
 from harness import telemetry as tm
-from harness.checks.check import Check, _fmt
+from harness.results.check import Check, _fmt
 from harness.node.nvml import FAULT_REASONS
 from harness.results.location import Location, gpu_location
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from harness.checks.check import Check, CheckKind
+from harness.results.check import Check, CheckKind
 from harness.checks.shapes import bound_for, gpus_at_once, key_of_bound, reference_note
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.checks.uniformity import (CPU_RANKS_NOTE, ONE_GPU_NOTE, describe_rate, gpu_rates, node_median,

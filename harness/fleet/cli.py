@@ -28,7 +28,7 @@ from harness.fleet.store import exists as store_exists
 from harness.fleet.view import build_fleet
 from harness.files import OutputPathError, refuse_special_output
 from harness.launch.slurm import expand_hostlist
-from harness.records import write_text_atomic
+from harness.files import write_text_atomic
 
 
 class InputError(Exception):

@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from harness.files import refuse_special_output_dir
-from harness.records import write_text_atomic
+from harness.files import write_text_atomic
 
 OUTPUT_NAMES = ("fleet.html", "fleet.json", "fleet.csv")
 FIGURE_COLUMNS = ("profile", "case_key", "level", "key", "name", "unit", "direction")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import records
+from harness import files
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Raises OSError (the directory is made if missing)."""
-    records.write_text_atomic(Path(path), text, mode=0o644)
+    files.write_text_atomic(Path(path), text, mode=0o644)

@@ -24,14 +24,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-RUN_ID_ENV = "HARNESS_RUN_ID"
-OWNER_ENV = "HARNESS_OWNER"
-"""``<pid>:<start time in clock ticks>`` of the process that started the launch (a pid alone may be reused)."""
-OWNER_WHERE_ENV = "HARNESS_OWNER_WHERE"
-"""``<PID namespace inode>:<boot id>`` of that process: where its pid means something. A variable of its
-own, so that an older harness's sweep, which reads HARNESS_OWNER as pid:start, still reads it right."""
-LAUNCH_DIR_ENV = "HARNESS_LAUNCH_DIR"
-"""The launch's directory under ``<run-dir>/logs/``: where an orphan's output and records are."""
+from harness.node.process_tags import (LAUNCH_DIR_ENV, OWNER_ENV, OWNER_WHERE_ENV, RUN_ID_ENV, harness_environ,
+                                        start_time_ticks)
+
 KILL_GRACE_S = 5.0
 """How long SIGTERMed processes get to exit before SIGKILL."""
 
@@ -42,15 +37,6 @@ def clear_run_dir(run_dir: Path, *also: str) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in (*run_dir.glob("rank*"), run_dir / "record.json", *(run_dir / name for name in also)):
         stale.unlink(missing_ok=True)
-
-
-def _start_time(pid: int | str) -> str | None:
-    """Field 22 of /proc/PID/stat (clock ticks since boot): with the pid, names one process for ever."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[19]
 
 
 def _namespace(pid: int | str, kind: str = "pid") -> int | None:
@@ -72,7 +58,7 @@ def _boot_id() -> str:
 def session_owner() -> str:
     """``<pid>:<start time>`` of this process: the owner tag of every launch it starts (one per session,
     the pytest process), on whichever node a launch's processes run (srun passes the environment on)."""
-    return f"{os.getpid()}:{_start_time(os.getpid())}"
+    return f"{os.getpid()}:{start_time_ticks(os.getpid())}"
 
 
 def session_where() -> str:
@@ -86,18 +72,6 @@ def owner_env(run_dir: Path) -> dict[str, str]:
     """What a launch's processes carry so that a later session can tell whether their launcher is gone."""
     return {OWNER_ENV: session_owner(), OWNER_WHERE_ENV: session_where(),
             LAUNCH_DIR_ENV: str(Path(run_dir).resolve())}
-
-
-def process_start_time(pid: int) -> str | None:
-    """A process's start time (with its pid, it names one process for ever); None where it is gone or not
-    visible from here."""
-    return _start_time(pid)
-
-
-def process_owner(pid: int) -> str | None:
-    """The owner tag a process carries; None where it has none or its environment cannot be read (gone, or
-    another user's)."""
-    return _environ(str(pid)).get(OWNER_ENV)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,16 +93,6 @@ class Orphan:
     def describe(self) -> str:
         text = f"pid {self.pid} ({self.command}) of launch {self.run_id} in {self.launch_dir}"
         return f"{text}: {self.unsure}" if self.unsure else text
-
-
-def _environ(pid: str) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}  # gone, or another user's
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    wanted = (RUN_ID_ENV.encode(), OWNER_ENV.encode(), OWNER_WHERE_ENV.encode(), LAUNCH_DIR_ENV.encode())
-    return {key.decode(): value.decode(errors="replace") for key, value in pairs if key in wanted}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -169,7 +133,7 @@ class _Processes:
                 if namespace is None or inner is None:
                     continue
                 self.namespaces.add(namespace)
-                self._index[(namespace, inner)] = _start_time(entry.name)
+                self._index[(namespace, inner)] = start_time_ticks(entry.name)
         return self._index
 
 
@@ -199,7 +163,7 @@ def _owner_state(pid: str, tag: OwnerTag, processes: _Processes) -> str | None:
     if _namespace(pid, "time") != _namespace("self", "time"):
         return "it runs in another time namespace, where start times read differently"
     if tag.namespace is None or tag.namespace == here:
-        return None if _start_time(tag.pid) == tag.start else ""
+        return None if start_time_ticks(tag.pid) == tag.start else ""
     index = processes.index()
     if (tag.namespace, tag.pid) in index:
         return None if index[(tag.namespace, tag.pid)] == tag.start else ""
@@ -219,7 +183,7 @@ def survey() -> tuple[list[Orphan], list[Orphan]]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        env = _environ(entry.name)
+        env = harness_environ(entry.name)
         tag = OwnerTag.parse(env.get(OWNER_ENV, ""), env.get(OWNER_WHERE_ENV, ""))
         if RUN_ID_ENV not in env or tag is None:
             continue  # not a launch's, or from a harness without the owner tag: not provably orphaned

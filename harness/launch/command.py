@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.launch import slurm
-from harness.launch.cleanup import RUN_ID_ENV
+from harness.node.process_tags import RUN_ID_ENV
 from harness.node.overrides import HARNESS_SET_ENV
 from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
 from harness.workloads.plan import PLAN_FILE, BenchmarkPlan, write_plan

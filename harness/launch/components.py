@@ -18,7 +18,8 @@ from harness.launch.spec import LaunchedSpec, LaunchSettings, check_positive_sec
 from harness.launch.supervise import JobResult, run_job
 from harness.workloads.busbw import GIB, MIB
 from harness.node.hardware import GpuInfo
-from harness.workloads.components.arith import CPU_GEMM_DTYPES, GEMM_DTYPES, GPU_GEMM_DTYPES, numa_node_of
+from harness.workloads.components.arith import numa_node_of
+from harness.catalog import CPU_GEMM_DTYPES, GEMM_DTYPES, GPU_GEMM_DTYPES
 from harness.workloads.components.plan import (COMPONENTS_RESULT_FILE, PARTS, ComponentSizes, ComponentsPlan,
                                                GpuPlacement, write_components_plan)
 from harness.workloads.plan import PLAN_FILE

@@ -1,6 +1,6 @@
 """What to launch: the benchmark, the all-reduce sweep and the soak, each with its ``LaunchSettings``.
 
-The defaults of a launch and of a measurement live here and nowhere else. A spec is validated
+The defaults of a launch and of a measurement live in harness/durations.py and nowhere else. A spec is validated
 when it is made (a ValueError naming the field and what it allows) and resolves into the plan its
 worker module reads (harness/workloads/plan.py): ``spec.plan(run_dir, run_id)``.
 """
@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.catalog import MODELS, PRECISIONS
+from harness.durations import (CI_BLOCK_SECONDS, COMPUTE_PROBE_STEPS, MAX_SECONDS, MEASURE_SECONDS, MIN_MEASURE_STEPS,
+                               MIN_WARMUP_STEPS, SETUP_TIMEOUT_SECONDS, STALL_FACTOR, STALL_FLOOR_SECONDS,
+                               TELEMETRY_PERIOD_SECONDS, TIMEOUT_SECONDS, WARMUP_BLOCK_STEPS, WARMUP_SECONDS,
+                               default_max_measure_seconds, max_warmup_seconds)
 from harness.cases import CaseId
 from harness.records import Scaling
 from harness.workloads.busbw import GIB, MIB, message_sizes
@@ -22,37 +26,6 @@ from harness.workloads.soak_windows import window_seconds
 DEVICES = ("cuda", "cpu")
 SCALINGS = ("weak", "strong")
 
-# --- the defaults: of a launch ...
-TIMEOUT_SECONDS = 600.0
-"""Hard cap on one launch."""
-SETUP_TIMEOUT_SECONDS = 300.0
-STALL_FACTOR = 3.0
-STALL_FLOOR_SECONDS = 30.0
-TELEMETRY_PERIOD_SECONDS = 0.1
-# ... and of a measurement (harness/workloads/window.py says how they are used).
-WARMUP_SECONDS = 5.0
-MEASURE_SECONDS = 10.0
-MIN_WARMUP_STEPS = 10
-MIN_MEASURE_STEPS = 20
-WARMUP_BLOCK_STEPS = 5
-COMPUTE_PROBE_STEPS = 5
-"""Forward/backward passes per rank with gradient sync off (the straggler probe): 0.3-0.7 s on Hopper."""
-CI_BLOCK_SECONDS = 0.5
-
-
-def max_warmup_seconds(warmup_seconds: float) -> float:
-    """Warmup stops here, steady or not: a noisy shared host may never look steady."""
-    return 2 * warmup_seconds + 5
-
-
-def default_max_measure_seconds(measure_seconds: float) -> float:
-    """The adaptive window's cap when none is given."""
-    return 6 * measure_seconds + 10
-
-
-MAX_SECONDS = 7 * 24 * 3600.0
-"""The longest duration any window, soak or deadline may have: a week. 1e308 s passed "finite" and then
-overflowed the worker's clock arithmetic, failing the node for a typo (issue 31)."""
 MAX_BATCH = 2**20
 """The largest batch (per GPU, or global) accepted: 16x the largest that fit any model on an H200
 (65,536, docs/reliability.md row 3). 1e20 passed as a positive integer and then failed the node."""

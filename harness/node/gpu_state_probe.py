@@ -33,7 +33,7 @@ from harness.node.load_watch import PERIOD_S, LoadWatch
 from harness.node.nvml import installed_pynvml
 from harness.node.processes import gpu_processes
 from harness.node.xid import XidWatcher
-from harness.records import write_text_atomic
+from harness.files import write_text_atomic
 
 STOP_FILE = "stop"
 """Written by the driver into the probe directory when the session ends: every watcher then ends."""

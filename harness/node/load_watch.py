@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from harness.launch.cleanup import process_owner, process_start_time
+from harness.node.process_tags import process_owner, process_start_time
 from harness.node.nvml import (CLOCK_SETTING_REASON, FAULT_REASONS, METRICS_BY_KEY, decode_clock_event_reasons,
                                init_nvml, is_unsupported)
 from harness.node.processes import compute_processes, remember_foreign

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Mapping
 
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.node.hardware import GpuInfo, Hardware
 from harness.node.presence import NvidiaPresence, normal_bus_id
 from harness.results.location import Location

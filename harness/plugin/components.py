@@ -12,7 +12,7 @@ import pytest
 from harness.checks import components as checks
 from harness import definitions
 from harness.checks.judged import not_judged
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.jobs.job import CPU_RANK_ID, gpu_id, pair_id
 from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
@@ -20,7 +20,7 @@ from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
-from harness.workloads.components.arith import GPU_GEMM_DTYPES
+from harness.catalog import GPU_GEMM_DTYPES
 
 NO_GPU = "no GPU on a CPU run"
 

@@ -18,11 +18,12 @@ import pytest
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
-from harness.launch.spec import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS, check_window
+from harness.launch.spec import check_window
+from harness.durations import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS
 from harness.jobs.job import LEVELS
 from harness.profile.bounds import Profile
 from harness.workloads.compilecache import CacheDirError, default_cache_root, prepare_cache_root
-from harness.launch.spec import MAX_SECONDS
+from harness.durations import MAX_SECONDS
 from harness.workloads.soak_windows import MIN_WINDOWS, parse_duration, window_seconds
 
 PREFIX = "harness"

@@ -19,8 +19,8 @@ import pytest
 from _pytest.junitxml import xml_key  # the LogXML object; pytest offers no other handle on it
 
 from harness.cases import CaseId
-from harness.checks.session import (EXIT_NOT_RECORDED, SelectedTest, SessionFacts, SessionVerdict, judge_session,
-                                    unjudged)
+from harness.checks.session import SelectedTest, SessionFacts, SessionVerdict, judge_session, unjudged
+from harness.exitcodes import EXIT_NOT_RECORDED
 from harness.files import is_storage_full
 from harness.jobs.registry import case_required, job_of, required_tests
 from harness.plugin.levels import session_jobs

@@ -29,7 +29,7 @@ from harness.plugin.outcomes import SessionOutcomes, not_recorded
 from harness.plugin.progress import write_own_line
 from harness.timeline import describe as describe_timeline
 from harness.plugin.session import HarnessSession
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.report.render import write_report
 
 

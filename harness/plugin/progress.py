@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from harness.checks.session import SessionVerdict
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.plugin.results import CaseResult, CheckedResult
 
 QUIET_VERDICTS_ONLY = -1

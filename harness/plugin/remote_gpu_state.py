@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.checks.gpu_state import UNKNOWN_UUID, GpuStateInput
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.jobs.job import node_gpu_id
 from harness.launch import slurm
 from harness.launch.cleanup import session_owner

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cases import CaseId
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.records import RunRecord
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from harness.cases import CaseId
 from harness.checks import confirm, verdict
-from harness.checks.check import Check
+from harness.results.check import Check
 from harness.checks.straggler import name_straggler
 from harness.launch.cleanup import Orphan, stop_orphans, survey
 from harness.launch.slurm import SlurmAllocation, allocation_from_env

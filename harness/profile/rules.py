@@ -12,7 +12,7 @@ import math
 from typing import Any, Mapping
 
 from harness.catalog import PRECISIONS
-from harness.launch.spec import default_max_measure_seconds
+from harness.durations import default_max_measure_seconds
 from harness.profile.bounds import RunSettings
 from harness.profile.problems import ProblemReport
 

@@ -24,7 +24,7 @@ from harness.profile.kinds import (BOOLEAN, BOUND_BY_GPUS_AT_ONCE, BOUND_BY_GPUS
                                    GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER, NUMBER_BY_GPU_COUNT, STRING,
                                    STRING_ARRAY, Kind, Rule, keyed_table, number, wrong_type)
 from harness.profile.problems import KeyPath, ProblemReport, toml_repr
-from harness.workloads.components.arith import GEMM_DTYPES
+from harness.catalog import GEMM_DTYPES
 
 SCHEMA_VERSION = 1
 """The file format this harness reads (``schema_version`` at the top of every profile)."""

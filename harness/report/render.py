@@ -12,7 +12,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from harness.records import write_text_atomic
+from harness.files import write_text_atomic
 from harness.report.inputs import ReportError, load_inputs
 from harness.report.view import build_view
 
@@ -39,7 +39,7 @@ def write_report(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     html = build_report(run_dir)
     target = run_dir / "report.html"
-    write_text_atomic(target, html)  # the run directory's one mode (records.default_file_mode)
+    write_text_atomic(target, html)  # the run directory's one mode (files.default_file_mode)
     return target
 
 

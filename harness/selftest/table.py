@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.selftest.judge import RowOutcome
 
 HEADER = ("#", "injected", "expected to fail", "failed", "cause named", "seen")

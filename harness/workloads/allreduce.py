@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.rank import ProcessGroup, Rank, run_rank, start_process_group
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.workloads.busbw import MIB, bus_bandwidth_gbps, iterations_for, message_sizes, size_label
 from harness.workloads.plan import ALLREDUCE_RESULT_FILE, AllReducePlan, plan_argument, read_plan
 

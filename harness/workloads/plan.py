@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from harness.records import Scaling, write_json_atomic
+from harness.records import Scaling
+from harness.files import write_json_atomic
 
 Device = Literal["cuda", "cpu"]
 

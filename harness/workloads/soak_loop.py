@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from harness.rank import SEED, ProcessGroup, Rank, start_process_group
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.workloads import recipe
 from harness.workloads.models import get_model
 from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE, SoakPlan

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.tools.batchsize.search import (DEFAULT_MEMORY_FRACTION, DEFAULT_START, JudgedProbe, ProbeOutcome,
                                             ProbeResult, SearchResult, search_max_batch)
 from harness.rank import die_with_parent

@@ -368,7 +368,7 @@ def cli_fit(ns: Any) -> int:
     import sys
 
     from harness.profile.load import ThresholdError
-    from harness.records import write_text_atomic
+    from harness.files import write_text_atomic
     from harness.tools.calibrate.profile_file import validate_profile_text
 
     try:

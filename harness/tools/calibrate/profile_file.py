@@ -15,7 +15,7 @@ from harness.definitions import current_id
 from harness.node.hardware import Hardware
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, load_profile
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.bounds import CaseMeasurement, DerivedBounds
 from harness.tools.calibrate.components import components_lines

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-GEMM_DTYPES = ("bf16", "fp16", "tf32", "fp32")
-"""What a GEMM can run in: tf32 is fp32 storage with TF32 tensor-core math (GPUs only)."""
-GPU_GEMM_DTYPES = ("bf16", "fp16", "tf32")
-CPU_GEMM_DTYPES = ("fp32",)
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 SYSFS_NODES = Path("/sys/devices/system/node")
 

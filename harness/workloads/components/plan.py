@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.workloads.plan import Device
 
 COMPONENTS_RESULT_FILE = "components.json"

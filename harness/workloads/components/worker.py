@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from harness.rank import ProcessGroup, Rank, gpu_uuid, physical_gpu_index, run_rank, start_process_group
-from harness.records import write_json_atomic
+from harness.files import write_json_atomic
 from harness.workloads.components import kernels
 from harness.workloads.components.arith import node_cpus
 from harness.workloads.components.plan import COMPONENTS_RESULT_FILE, ComponentsPlan, read_components_plan

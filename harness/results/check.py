@@ -1,7 +1,8 @@
 """A check: one figure against one bound (or one rule), with where it failed, as every stage reads it.
 
-Split from harness/checks/verdict.py so the judges of each kind (training cases, the telemetry of a
-window, components, GPU state) share the type without importing each other.
+On the ground floor (it imports nothing else of the harness but ``Location``), so the judges of each
+kind (training cases, the telemetry of a window, components, GPU state, the node's shape) share the
+type without importing each other, and the node's probes can say what they found as checks.
 """
 
 from __future__ import annotations
