@@ -35,13 +35,12 @@ OTHER_COLUMNS = (
     ("power_limit", "power limit"), ("clocks", "clocks"), ("ecc_mode", "ECC mode"), ("remapped_rows", "remapped rows"),
     ("xid_events", "XID events"), ("throughput_per_gpu", "throughput / GPU"), ("gpu_uniformity", "GPU uniformity"),
 )
-_GPU_PARAM = re.compile(r"\[(?:[^\]]*-)?gpu(\d+)\]$")
 _STATE = {True: "pass", False: "fail", None: "skip"}
 
 
 def _gpu_of(test: SessionTest) -> int | None:
     """The one GPU a per-GPU test judged: as its result records it (components' ``gpu``, GPU state's
-    ``gpu_state``), else its id ``[gpuN]``."""
+    ``gpu_state``), else the one GPU its checks' locations blame."""
     for gpu in (as_dict(test.harness.get("components")).get("gpu"), test.harness.get("gpu_state"),
                 test.harness.get("gpu")):
         index = as_int(as_dict(gpu).get("index"))
@@ -49,8 +48,11 @@ def _gpu_of(test: SessionTest) -> int | None:
             return index
     if "pair" in as_dict(test.harness.get("components")):
         return None
-    match = _GPU_PARAM.search(test.nodeid)
-    return int(match.group(1)) if match else None
+    # Else the one GPU its checks' locations blame (data, never the test id's words).
+    named = {as_int(as_dict(place).get("gpu_index")) for check in as_list(test.harness.get("checks"))
+             for place in as_list(as_dict(check).get("locations")) if as_dict(place).get("blamed", True) is not False}
+    named.discard(None)
+    return named.pop() if len(named) == 1 else None
 
 
 def _headroom(check: dict) -> float | None:
