@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.definitions import current_id
+from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.profile.load import load_profile
 from harness.records import write_record
 from harness.tools.calibrate import CalibrationError
@@ -113,7 +114,7 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
                             assume_training_definition=None, leave_out="max_step_time_cv, min_weak_efficency")
-    assert cli_fit(ns) == 2
+    assert cli_fit(ns) == EXIT_USAGE_ERROR
     err = capsys.readouterr().err
     assert "--leave-out min_weak_efficency: not a bound calibrate-fit fits" in err and "min_weak_efficiency" in err
     ns.leave_out = "max_step_time_cv"
@@ -125,28 +126,73 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
     assert "| max_step_time_cv |" not in (tmp_path / "fit.md").read_text()
 
 
+def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_table(three_hosts, tmp_path):
+    profile = tmp_path / "toy.toml"
+    profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
+    components_source = load_profile(profile).components.source
+    ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
+                            report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
+                            assume_training_definition=None, leave_out="", source="")
+    assert cli_fit(ns) == 0
+    ns.source = "docs/data/toy-sessions"
+    assert cli_fit(ns) == 0
+    text = profile.read_text()
+    assert text.count("# Bounds written as { ref, tol, hosts, runs, spread } were fitted") == 1
+    loaded = load_profile(profile)
+    assert loaded.bounds("resnet50", "bf16").source.startswith(
+        "fitted by harness calibrate-fit from 4 sessions on 3 hosts (docs/data/toy-sessions); "
+        "each bound { ref, tol, hosts, runs, spread }")
+    assert loaded.components.source == components_source  # it also holds bounds measured otherwise
+
+
+def test_a_session_of_an_unhealthy_host_is_refused_naming_what_failed(three_hosts, capsys):
+    """A GPU in sw thermal slowdown lowered the first H100 fit: a health check's failure keeps a session out,
+    but not a failed bound this tool fits (a refit may be what widens it)."""
+    summary_path = three_hosts[2] / "session.json"
+    summary = json.loads(summary_path.read_text())
+    summary["results"] = {"acceptance/test_gpu_state.py::test_gpu_state[gpu0]": {"checks": [
+        {"key": "step_time_cv", "kind": "health", "passed": False}]}}
+    summary_path.write_text(json.dumps(summary))
+    assert read_session(three_hosts[2]).figures  # a fitted bound that failed: still a calibration session
+    summary["results"]["acceptance/test_components.py::test_gemm[gpu0]"] = {"checks": [
+        {"key": "throttling", "kind": "health", "passed": False}]}
+    summary_path.write_text(json.dumps(summary))
+    with pytest.raises(CalibrationError, match=r"not healthy in this session \(throttling in test_gemm\[gpu0\] "
+                                               r"failed\): bounds are fitted from healthy hosts only"):
+        read_session(three_hosts[2])
+
+
 def test_a_fit_that_would_not_validate_replaces_nothing(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
     original = "schema_version = 1\n[hardware]\nname = \"toy\"\n"  # no [models.resnet50.bf16] to write into
     profile.write_text(original)
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None, report=None,
                             min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="")
-    assert cli_fit(ns) == 2
+    assert cli_fit(ns) == EXIT_USAGE_ERROR
     assert "has no [models.resnet50.bf16] table" in capsys.readouterr().err
     assert profile.read_text() == original
 
 
-def test_the_shipped_h100_training_bounds_come_out_of_their_sessions(tmp_path):
+HEALTHY = (DATA / "sessions" / "20261127-062238-vm-h100-80gb-881", DATA / "sessions" / "20261127-062638-vm-h100-80gb-1344",
+           REPO / "docs" / "data" / "2026-11-27-h100x4-verify" / "default")
+"""Host B's two sessions and host C's: the shipped h100-80gb training bounds (docs/data/2026-11-27-h100x4-refit)."""
+HOST_A = (DATA / "sessions" / "20261127-060938-vm-h100-80gb-884", DATA / "sessions" / "20261127-061431-vm-h100-80gb-1369")
+"""Host A's, whose GPU 0 was in sw thermal slowdown."""
+
+
+def unpacked(folder: Path, tmp_path: Path) -> Path:
+    target = tmp_path / f"{folder.parent.name}-{folder.name}"
+    (target / "runs").mkdir(parents=True)
+    for packed in folder.rglob("*.gz"):
+        out = target / packed.relative_to(folder).with_suffix("")
+        with gzip.open(packed) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return target
+
+
+def test_the_shipped_h100_training_bounds_come_out_of_their_healthy_sessions(tmp_path):
     """thresholds/h100-80gb.toml's fitted bounds, re-fitted from the archived sessions they were fitted from."""
-    sessions = []
-    for folder in sorted((DATA / "sessions").iterdir()):
-        target = tmp_path / folder.name
-        (target / "runs").mkdir(parents=True)
-        for packed in folder.rglob("*.gz"):
-            out = target / packed.relative_to(folder).with_suffix("")
-            with gzip.open(packed) as src, open(out, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        sessions.append(read_session(target, assume_training="2026-11-27"))
+    sessions = [read_session(unpacked(folder, tmp_path), assume_training="2026-11-27") for folder in HEALTHY]
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
     for fitted in fit(sessions, min_hosts=2):
         if fitted.table == "components":
@@ -156,6 +202,28 @@ def test_the_shipped_h100_training_bounds_come_out_of_their_sessions(tmp_path):
             reference = shipped.bounds(model, precision).references[fitted.key][fitted.gpus]
         assert (reference.ref, reference.tol) == (pytest.approx(fitted.ref, rel=1e-5),
                                                   pytest.approx(fitted.tol, rel=1e-3)), fitted
+
+
+def test_the_unhealthy_host_is_refused_and_fails_the_healthy_hosts_bounds(tmp_path):
+    """Both sides on recorded hardware: host A's throttling GPU keeps its sessions out of a fit, and its
+    figures miss the bounds the healthy hosts gave (the refit's README lists them)."""
+    dirs = [unpacked(folder, tmp_path) for folder in HOST_A]
+    for run_dir in dirs:
+        with pytest.raises(CalibrationError, match=r"throttling in test_gemm\[gpu0\]"):
+            read_session(run_dir, assume_training="2026-11-27")
+    limits = {(f.table, f.key, f.gpus): f for f in fit(
+        [read_session(unpacked(folder, tmp_path / "healthy"), assume_training="2026-11-27") for folder in HEALTHY],
+        min_hosts=2)}
+    for run_dir in dirs:  # as the fit reads a session, its health gate aside
+        summary = json.loads((run_dir / "session.json").read_text())
+        summary["results"] = {}
+        (run_dir / "session.json").write_text(json.dumps(summary))
+    missed = {(s.path.name.split("-", 1)[1], f.table, f.key, f.gpus) for s in
+              (read_session(d, assume_training="2026-11-27") for d in dirs) for f in s.figures
+              if (key := (f.table, f.key, f.gpus)) in limits
+              and (f.value > limits[key].limit if f.key.startswith("max_") else f.value < limits[key].limit)}
+    assert ("20261127-060938-vm-h100-80gb-884", "models.resnet152.fp16", "min_weak_efficiency", 2) in missed
+    assert len(missed) == 7, sorted(missed)
 
 
 def test_apply_inserts_a_missing_key_before_source():

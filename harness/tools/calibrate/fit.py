@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 from harness.checks import verdict
 from harness.definitions import current_id
+from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.profile.bounds import CaseBounds, ComponentBounds
 from harness.records import RunRecord
 from harness.tools.calibrate import CalibrationError
@@ -142,6 +143,20 @@ def _component_figures(summary: dict, host: str, session: str, node_gpus: int) -
     return figures
 
 
+def health_failures(summary: dict) -> list[str]:
+    """Each health or sanity check the session failed (``throttling in test_gemm[gpu0]``), but those whose
+    bounds this tool fits (a refit may be widening them): a host showing one is not healthy, and a bound
+    fitted from it would let the fault it shows pass (issue 27: a GPU in sw thermal slowdown lowered the
+    first H100 fit)."""
+    failed = []
+    for name, result in (summary.get("results") or {}).items():
+        for check in (result.get("checks") or []) if isinstance(result, dict) else []:
+            if (isinstance(check, dict) and check.get("kind") in ("health", "sanity") and check.get("passed") is False
+                    and check.get("key") not in CHECK_TO_BOUND):  # a bound this tool fits may be what is off
+                failed.append(f"{check.get('key')} in {str(name).rsplit('::', 1)[-1]}")
+    return failed
+
+
 def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
     """One acceptance session's figures; a directory that is not one is refused, naming it.
     ``assume_training``: the training definition of a session written before sessions recorded theirs."""
@@ -149,6 +164,12 @@ def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
     summary = _read_json(run_dir / "session.json")
     if not isinstance(summary, dict) or not (run_dir / "runs").is_dir():
         raise CalibrationError(f"{run_dir}: not an acceptance run directory (no session.json and runs/)")
+    unhealthy = health_failures(summary)
+    if unhealthy:
+        raise CalibrationError(
+            f"{run_dir}: this host was not healthy in this session ({', '.join(unhealthy[:3])}"
+            f"{f' and {len(unhealthy) - 3} more' if len(unhealthy) > 3 else ''} failed): bounds are fitted from "
+            "healthy hosts only (docs/calibration.md); leave this session out, or mend the host and run it again")
     host = _host_of(summary)
     session = Session(path=run_dir, host=host, profile=str((summary.get("profile") or {}).get("name")))
     recorded = {family: entry.get("harness") for family, entry in (summary.get("definitions") or {}).items()
@@ -276,10 +297,16 @@ def _section_span(lines: list[str], table: str) -> tuple[int, int] | None:
     return None
 
 
-def apply(text: str, fitted: list[Fitted], note: str) -> str:
+NOTE_START = "# Bounds written as { ref, tol, hosts, runs, spread } were fitted"
+"""How the note ``apply`` ends a profile with begins: an earlier fit's note is replaced, never kept beside."""
+
+
+def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
     """``text`` (a profile) with every fitted bound written as a reference table in its section, the
-    section's note said above the bound, and ``[definitions] training`` set to this harness's definition."""
-    lines = text.splitlines()
+    ``source`` of each case table a bound was written into set to ``source`` (when given), ``[definitions]
+    training`` set to this harness's definition, and ``note`` as the profile's last comment (an earlier
+    fit's note removed)."""
+    lines = [line for line in text.splitlines() if not line.startswith(NOTE_START)]
     by_line: dict[tuple[str, str], list[Fitted]] = {}
     for f in fitted:
         by_line.setdefault((f.table, f.key), []).append(f)
@@ -296,6 +323,15 @@ def apply(text: str, fitted: list[Fitted], note: str) -> str:
         else:
             at = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == "source"), end)
             lines.insert(at, new)
+    # [components] also holds bounds measured otherwise (GEMM, memory): its source stays the author's.
+    for table in sorted({f.table for f in fitted if f.table != "components"} if source else ()):
+        start, end = _section_span(lines, table) or (0, 0)
+        entry = f"source = {json.dumps(source, ensure_ascii=False)}"
+        found = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == "source"), None)
+        if found is None:
+            lines.insert(end, entry)
+        else:
+            lines[found] = entry
     if fitted:
         lines = _set_definition(lines, "training" if any(f.table != "components" for f in fitted) else "components")
     return "\n".join(lines).rstrip() + "\n" + (f"# {note}\n" if note else "")
@@ -355,6 +391,9 @@ def add_fit_parser(sub: Any) -> None:
     p.add_argument("--min-tol", type=float, default=0.0,
                    help="the least tolerance of every bound, a fraction (the cpu self-check profile: 0.6, as its "
                         "bounds check the mechanics on shared machines, not a CPU's speed)")
+    p.add_argument("--source", default="",
+                   help="where the sessions are kept, e.g. docs/data/2026-11-27-h100x4-refit: written with the hosts "
+                        "and sessions counted as the source of every table a bound was fitted into")
     p.add_argument("--leave-out", metavar="KEY[,KEY]", default="",
                    help="profile keys not to fit, e.g. max_step_time_cv,max_straggler_ratio on shared machines, "
                         "where the step-time jitter is the neighbours', not the hardware's "
@@ -364,7 +403,7 @@ def add_fit_parser(sub: Any) -> None:
 
 
 def cli_fit(ns: Any) -> int:
-    """0: the profile was written and validates; 2: bad input (said on stderr)."""
+    """0: the profile was written and validates; 4: bad input (said on stderr; harness/exitcodes.py)."""
     import sys
 
     from harness.profile.load import ThresholdError
@@ -389,13 +428,16 @@ def cli_fit(ns: Any) -> int:
                                                                  if hosts < MIN_HOSTS else "")
                 + (f", every tolerance at least {ns.min_tol:g}" if ns.min_tol else "")
                 + (f"; not fitted, as asked: {', '.join(sorted(left_out))}" if left_out else ""))
-        text = apply(profile_path.read_text(), fitted, note)
+        source = getattr(ns, "source", "")
+        text = apply(profile_path.read_text(), fitted, note,
+                     f"fitted by harness calibrate-fit from {len(sessions)} sessions on {hosts} hosts ({source}); "
+                     "each bound { ref, tol, hosts, runs, spread }" if source else "")
         output = Path(ns.output or ns.profile)
         validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
         write_text_atomic(output, text)
     except (CalibrationError, ThresholdError, OSError) as exc:
         print(f"harness calibrate-fit: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE_ERROR
     table = report(fitted, sessions)
     if ns.report:
         write_text_atomic(Path(ns.report), table)
