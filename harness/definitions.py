@@ -63,13 +63,13 @@ DEFINITIONS: dict[str, Definition] = {
                 "each GPU alone then all at once, NUMA-bound ranks",
         sources=("harness/workloads/components/kernels.py", "harness/workloads/components/worker.py",
                  "harness/workloads/components/arith.py"),
-        fingerprint="14754e72a2c2f3f3"),  # GEMM_DTYPES moved to catalog.py: figure unchanged
+        fingerprint="2fd4371f8131508b"),  # GEMM_DTYPES to catalog.py, write_json_atomic to files.py: figure unchanged
     "allreduce": Definition(
         family="allreduce", id="2026-11-21",
         summary="nccl-tests' bus bandwidth of torch.distributed all_reduce, 1 MiB to the largest size the GPUs hold, "
                 "x2 per step, 0.2 s timed per size, CUDA events",
         sources=("harness/workloads/allreduce.py", "harness/workloads/busbw.py"),
-        fingerprint="b39c2df68344b97c"),
+        fingerprint="6f1345f4bf057ef5"),  # write_json_atomic imported from files.py: figure unchanged
 }
 
 

@@ -173,10 +173,12 @@ def test_a_fit_that_would_not_validate_replaces_nothing(three_hosts, tmp_path, c
     assert profile.read_text() == original
 
 
-HEALTHY = (DATA / "sessions" / "20261127-062238-vm-h100-80gb-881", DATA / "sessions" / "20261127-062638-vm-h100-80gb-1344",
+HEALTHY = (DATA / "sessions" / "20261127-062238-vm-h100-80gb-881",
+           DATA / "sessions" / "20261127-062638-vm-h100-80gb-1344",
            REPO / "docs" / "data" / "2026-11-27-h100x4-verify" / "default")
 """Host B's two sessions and host C's: the shipped h100-80gb training bounds (docs/data/2026-11-27-h100x4-refit)."""
-HOST_A = (DATA / "sessions" / "20261127-060938-vm-h100-80gb-884", DATA / "sessions" / "20261127-061431-vm-h100-80gb-1369")
+HOST_A = (DATA / "sessions" / "20261127-060938-vm-h100-80gb-884",
+          DATA / "sessions" / "20261127-061431-vm-h100-80gb-1369")
 """Host A's, whose GPU 0 was in sw thermal slowdown."""
 
 
