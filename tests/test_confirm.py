@@ -82,3 +82,30 @@ def test_a_clear_pass_needs_no_re_measure_even_unsettled(per_gpu):
     first = case(per_gpu, ci=0.005, stop="max time")
     assert efficiency(first).passed is True
     assert confirm.doubted_key(first.checks, first.record, first.baseline) is None
+
+
+def test_a_multi_node_case_is_re_measured_in_a_launch_of_its_own_after_its_reference():
+    """A launch holds one shape of job: grouping a 2-node case with its 1-node reference was refused
+    ("the cases of one launch must share nodes"), erroring the very case that was in doubt."""
+    from types import SimpleNamespace
+
+    from harness.cases import CaseId
+    from harness.plugin.launching import CaseLauncher
+
+    launcher = CaseLauncher(ctx=None)  # type: ignore[arg-type] - only spec_for and run_launch are used
+    launcher.spec_for = lambda case, gpus=None: SimpleNamespace(  # type: ignore[method-assign]
+        case_id=case.key, nodes=case.nodes)
+    launches: list[list[str]] = []
+
+    def run_launch(runs):
+        launches.append([name for name, _ in runs])
+        return [full_record(run_id=name) for name, _ in runs]
+
+    launcher.run_launch = run_launch  # type: ignore[method-assign]
+    record, reference = launcher.remeasure(CaseId(model="tiny_bert", precision="fp32", gpus=1, nodes=2), 1)
+    assert launches == [["tiny_bert-fp32-weak-1gpu-confirm1-for-1gpu"], ["tiny_bert-fp32-weak-2x1gpu-confirm1"]]
+    assert (record.run_id, reference.run_id) == ("tiny_bert-fp32-weak-2x1gpu-confirm1",
+                                                 "tiny_bert-fp32-weak-1gpu-confirm1-for-1gpu")
+    launches.clear()
+    launcher.remeasure(CaseId(model="tiny_bert", precision="fp32", gpus=2), 1)
+    assert launches == [["tiny_bert-fp32-weak-1gpu-confirm1-for-2gpu", "tiny_bert-fp32-weak-2gpu-confirm1"]]

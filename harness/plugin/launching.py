@@ -101,7 +101,10 @@ class CaseLauncher:
         if case.world_size > 1 or case.scaling == "strong":
             one = self.spec_for(case.one_gpu())
             runs.insert(0, (f"{one.case_id}-confirm{attempt}-for-{case.gpus}gpu", one))
-        records = self.run_launch(runs)
+        # One launch holds one shape of job (launch/group.py): a multi-node case and its single-node
+        # reference go one launch after the other, as the session first measured them.
+        records = (self.run_launch(runs) if spec.nodes == 1
+                   else [record for run in runs for record in self.run_launch([run])])
         return records[-1], records[0] if len(records) == 2 else None
 
     # --- 1-GPU baselines

@@ -47,7 +47,7 @@ from harness.plugin.rundir import make_run_dir, make_run_id
 from harness.plugin.soak import SoakRunner
 from harness.timeline import budget as time_budget
 from harness.timeline import timeline as session_timeline
-from harness.profile.bounds import Profile
+from harness.profile.bounds import CaseBounds, Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
 from harness.profile.match import select_profile
 from harness import definitions
@@ -87,11 +87,17 @@ class HarnessSession:
     def profile(self) -> Profile:
         return self.ctx.profile
 
+    def bounds_of(self, case: CaseId) -> CaseBounds:
+        """The profile's bounds of ``case``; collection skips a case without any (plugin/cases.py), so none
+        here is a bug, said as one."""
+        bounds = self.profile.bounds(case.model, case.precision)
+        if bounds is None:
+            raise RuntimeError(f"{case.key}: profile {self.profile.name} has no bounds for this case")
+        return bounds
+
     def run(self, case: CaseId) -> CaseResult:
         """Launch (or find launched) ``case`` and its baseline; judge it against the profile's bounds."""
-        bounds = self.profile.bounds(case.model, case.precision)
-        if bounds is None:  # collection skips such a case (plugin/cases.py): reaching here is a bug
-            raise RuntimeError(f"{case.key}: profile {self.profile.name} has no bounds for this case")
+        bounds = self.bounds_of(case)
         record, baseline = self.cases.record_and_baseline(case)
         checks = self.judge(case, record, baseline)
         key = confirm.doubted_key(checks, record, baseline) if not confirm.direct_failure(checks) else None
@@ -105,8 +111,7 @@ class HarnessSession:
                           seen_in_window=self.gpu_state.seen_in_window(record.telemetry))
 
     def judge(self, case: CaseId, record: RunRecord, baseline: RunRecord | None) -> list[Check]:
-        bounds = self.profile.bounds(case.model, case.precision)
-        assert bounds is not None
+        bounds = self.bounds_of(case)
         rules = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
         checks = name_straggler(rules(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()), record)
         return not_judged(checks, definitions.mismatch("training", self.profile.definitions))
