@@ -77,20 +77,28 @@ def _figure(attempt: Attempt, key: str) -> float:
     return measured if measured is not None else float("nan")
 
 
-def decide(attempts: list[Attempt], key: str) -> tuple[Attempt, list[Check]]:
-    """The median attempt by the figure of check ``key`` (the one that was in doubt) and its checks, each
-    re-measured check's note saying how many attempts missed; a figure still in doubt after every attempt
-    on unsettled windows is not evaluated (TOO_NOISY)."""
+def _median_attempt(attempts: list[Attempt], key: str) -> Attempt:
+    """The middle attempt by the figure of check ``key``; of two (which agreed, or a third would have been
+    measured), the worse one."""
     ordered = sorted(attempts, key=lambda a: _figure(a, key))
     if not _lower_is_worse(attempts[0], key):
         ordered.reverse()  # worst first either way
-    # The middle attempt; of two (which agreed, or a third would have been measured), the worse one.
-    median = ordered[(len(ordered) - 1) // 2]
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def decide(attempts: list[Attempt], key: str) -> tuple[Attempt, list[Check]]:
+    """The median attempt by the figure of check ``key`` (the one that was in doubt), and its checks with
+    every re-measured one decided by its own median over the attempts (a miss in one attempt of three is
+    not a FAIL, a pass in one of three is not a PASS), its note saying how many attempts missed; a figure
+    still in doubt after every attempt on unsettled windows is not evaluated (TOO_NOISY)."""
+    median = _median_attempt(attempts, key)
     decided = []
     for check in median.checks:
         if check.kind not in RE_MEASURED_KINDS or check.bound is None or not check.evaluated:
             decided.append(check)
             continue
+        own = _median_attempt(attempts, check.key)
+        check = next((c for c in own.checks if c.key == check.key), check)
         missed = sum(1 for a in attempts for c in a.checks if c.key == check.key and c.passed is False)
         tally = (f"FAIL, confirmed {missed} of {len(attempts)}" if check.passed is False
                  else f"passed on re-measure, {missed} of {len(attempts)} missed" if missed else "")
@@ -117,11 +125,12 @@ def _joined(first: str, second: str) -> str:
 
 
 def agree(attempts: list[Attempt], key: str) -> bool:
-    """Whether the attempts so far agree on ``key`` with no doubt left in the last one (no third needed)."""
-    outcomes = {next((c.passed for c in a.checks if c.key == key), None) for a in attempts}
+    """Whether the attempts so far agree on every re-measured check, with no doubt left on ``key`` in the
+    last one (no third needed): of two attempts that disagree on any check, a third decides it."""
+    keys = {c.key for a in attempts for c in a.checks if c.kind in RE_MEASURED_KINDS and c.bound is not None}
+    split = any(len({next((c.passed for c in a.checks if c.key == k), None) for a in attempts}) > 1 for k in keys)
     last = attempts[-1]
-    return len(outcomes) == 1 and key not in {c.key for c in uncertain_checks(last.checks, last.record,
-                                                                                last.baseline)}
+    return not split and key not in {c.key for c in uncertain_checks(last.checks, last.record, last.baseline)}
 
 
 def doubted_key(checks: list[Check], record: RunRecord, baseline: RunRecord | None) -> str | None:
