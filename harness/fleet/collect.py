@@ -1,6 +1,7 @@
 """A report directory's facts as SessionFacts: the fleet's one adapter onto what a session writes.
 
-The fleet reads ``reports/<run-id>/`` (session.json, report.json, runs/) only here, so a change
+The fleet reads ``reports/<run-id>/`` (session.json, report.json, runs/) only here, through the
+report's inputs and the one run-directory reader beneath them (harness/run_directory.py), so a change
 of that layout is mended in one place. The session verdict is the node report's own
 (``harness.report.sections.verdict.build_verdict``): a fleet page never judges a node differently from
 the node's report. Keys are read defensively: an old or damaged file gives a CollectError that
@@ -18,6 +19,7 @@ from harness.report.inputs import ReportError, load_inputs
 from harness.report.outcomes import SessionTest, collect_tests
 from harness.report.sections.verdict import build_verdict, recorded_verdict
 from harness.node.nvml import METRICS_BY_KEY
+from harness import run_directory
 from harness.results.reading import as_dict, as_int, as_label, as_list, as_number, clean_text
 
 TELEMETRY_FIGURES: dict[str, Direction] = {"util_pct": "higher", "power_w": "either", "temperature_c": "lower",
@@ -30,31 +32,12 @@ class CollectError(Exception):
     """A report directory that cannot be read as a session: ``str(err)`` names it and what to do."""
 
 
-def is_run_dir(path: Path) -> bool:
-    return (path / "session.json").is_file() or (path / "report.json").is_file()
-
-
 def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Each path is a run directory, or holds run directories up to two levels down (a reports/
-    root, or a fleet job's reports/<node>/<run-id>/). Links (``reports/latest``) are not followed:
-    they point at a directory found anyway."""
-    found: list[Path] = []
-    for path in paths:
-        if not path.is_dir():
-            raise CollectError(f"{path}: no such directory; pass report directories (reports/<run-id>/) or "
-                               "a directory that holds them")
-        if is_run_dir(path):
-            found.append(path)
-            continue
-        level, before = [path], len(found)
-        for _ in range(2):
-            children = [c for p in level for c in sorted(p.iterdir()) if c.is_dir() and not c.is_symlink()]
-            found += [c for c in children if is_run_dir(c)]
-            level = [c for c in children if not is_run_dir(c)]
-        if len(found) == before:
-            raise CollectError(f"{path}: holds no report directory (no session.json or report.json in it or two "
-                               "levels below); pass the --harness-report-dir the sessions wrote")
-    return list(dict.fromkeys(found))
+    """The run directories in ``paths`` (harness/run_directory.py ``find_run_dirs``). Raises CollectError."""
+    try:
+        return run_directory.find_run_dirs(paths)
+    except run_directory.RunDirectoryError as exc:
+        raise CollectError(str(exc)) from None
 
 
 def read_session(run_dir: Path) -> SessionFacts:
