@@ -19,9 +19,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.files import InputFileError, read_json_file
-from harness.results.reading import clean_text
+from harness.records import RunRecord, record_case
+from harness.results.reading import as_number, clean_text
 
 SESSION_FILE = "session.json"
 REPORT_FILE = "report.json"
@@ -149,6 +151,67 @@ def _launch_records(path: Path, read: set[str]) -> tuple[RecordFile, ...]:
                 found.append(RecordFile(file=f"logs/{file.parent.name}/{file.name}", name=file.parent.name,
                                         data=data))
     return tuple(found)
+
+
+# --- typed run records ---------------------------------------------------------------------------
+
+
+class RecordError(ValueError):
+    """A JSON object that is no usable run record: ``str(err)`` says why, to follow the file's name."""
+
+
+def run_record(data: Any) -> RunRecord:
+    """The run record in ``data``, every field a reader computes with checked for its type and range
+    (the report reads records tolerantly as dicts; compare and calibrate-fit compute with them).
+    Raises RecordError."""
+    if not isinstance(data, dict):
+        raise RecordError(f"expected a JSON object, got {type(data).__name__}")
+    try:
+        record = RunRecord.from_dict(data)
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise RecordError(str(exc)) from None
+    problem = _record_problem(record)
+    if problem is not None:
+        raise RecordError(problem)
+    return record
+
+
+_TEXT_FIELDS = ("run_id", "model", "precision", "status", "sample_unit")
+_OPTIONAL_TEXT_FIELDS = ("device_name", "started_at")
+_RATE_FIELDS = ("throughput_per_gpu", "throughput_total", "throughput_ci95_rel")
+
+
+def _is_rate(value: Any) -> bool:
+    number = as_number(value)
+    return number is not None and number >= 0
+
+
+def _record_problem(record: RunRecord) -> str | None:
+    """What makes ``record`` unusable to compute with (a field of the wrong type or range), or None."""
+    for name in _TEXT_FIELDS:
+        if not isinstance(getattr(record, name), str):
+            return f"{name} is not a string: {getattr(record, name)!r}"
+    for name in _OPTIONAL_TEXT_FIELDS:
+        if getattr(record, name) is not None and not isinstance(getattr(record, name), str):
+            return f"{name} is not a string: {getattr(record, name)!r}"
+    for name in _RATE_FIELDS:
+        if getattr(record, name) is not None and not _is_rate(getattr(record, name)):
+            return f"{name} is not a finite number >= 0: {getattr(record, name)!r}"
+    if not all(isinstance(host, str) for host in record.hosts):
+        return f"hosts is not a list of host names: {list(record.hosts)!r}"
+    if record.versions is not None and not all(isinstance(value, (str, type(None)))
+                                               for value in (record.versions.driver, record.versions.cuda,
+                                                             record.versions.nccl, record.versions.torch,
+                                                             record.versions.harness)):
+        return "versions holds a value that is not a string"
+    for name in ("world_size", "nodes"):
+        if isinstance(getattr(record, name), bool) or not isinstance(getattr(record, name), int):
+            return f"{name} is not an integer: {getattr(record, name)!r}"
+    try:
+        record_case(record)
+    except ValueError as exc:  # scaling, GPUs or nodes out of range
+        return str(exc)
+    return None
 
 
 # --- finding run directories -------------------------------------------------------------------

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness.files import JSON_MAX_BYTES
+from harness.records import RunRecord
 from harness.results.reading import as_int, as_label, as_number, as_text
-from harness.run_directory import RunDirectoryError, find_run_dirs, read_json_object, read_run_directory
+from harness.run_directory import (RecordError, RunDirectoryError, find_run_dirs, read_json_object, read_run_directory,
+                                   run_record)
 
 
 def _run_dir(root: Path) -> Path:
@@ -108,3 +110,15 @@ def test_the_tolerant_accessors_make_a_wrong_type_absent():
     assert [as_int(v) for v in (2.5, 3.0)] == [None, 3]
     assert as_text(None, "-") == "-" and as_text({"a": 1}) == "" and as_text("a\x00") == "a\ufffd"
     assert [as_label(v) for v in (True, "", " n1\nx", {"a": 1})] == [None, None, " n1 x", None]
+
+
+def test_a_run_record_to_compute_with_has_every_field_of_its_type():
+    record = RunRecord(run_id="r", model="tiny_bert", precision="fp32", scaling="weak", world_size=1, nodes=1,
+                       device_kind="cpu", batch_size_per_gpu=2, global_batch_size=2, status="ok",
+                       throughput_per_gpu=10.0, throughput_total=10.0)
+    data = json.loads(record.to_json())
+    assert run_record(data) == record
+    with pytest.raises(RecordError, match="expected a JSON object, got list"):
+        run_record([data])
+    with pytest.raises(RecordError, match="throughput_total is not a finite number >= 0"):
+        run_record({**data, "throughput_total": 10**400})  # beyond any float: no figure to compute with
