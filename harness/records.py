@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.cases import CaseId
 from harness.files import write_json_atomic
 from harness.node.overrides import Override, find_overrides
 
@@ -223,3 +224,11 @@ def write_record(path: Path, record: RunRecord) -> None:
 
 def read_record(path: Path) -> RunRecord:
     return RunRecord.from_json(Path(path).read_text())
+
+
+def record_case(record: RunRecord) -> CaseId:
+    """The case a run record describes (model, precision, scaling, nodes x GPUs per node); ValueError when
+    its fields describe none (a GPU count or a scaling out of range)."""
+    nodes = max(record.nodes, 1)
+    return CaseId(model=record.model, precision=record.precision, gpus=record.world_size // nodes,
+                  scaling=record.scaling, nodes=nodes)

@@ -290,7 +290,7 @@ def _refused(capsys, a: Path, b: Path) -> str:
 
 
 @pytest.mark.parametrize(("text", "complaint"), [
-    ("[]", "x.json: not a readable run record: expected a JSON object, got list"),
+    ("[]", "x.json: is not a JSON object (found list)"),
     ("[" * 100_000 + "]" * 100_000, "x.json: not readable JSON: nested too deeply"),
 ])
 def test_a_damaged_run_record_is_one_line_naming_it(two_runs, tmp_path, capsys, text, complaint):
@@ -335,7 +335,7 @@ def test_a_corrupt_session_falls_back_to_the_intact_run_records_and_says_so(two_
     assert cli_compare(before, after) == 0
     out = capsys.readouterr().out
     assert "B: " in out and "(3 records from runs/*.json)" in out
-    assert f"   note: {after / 'session.json'}: not readable JSON: " in out
+    assert f"   note: {after / 'session.json'}: is not valid JSON at line 1 (cut short? " in out
     assert "its verdicts are not shown (statuses are the runs' own)" in out
     assert "PASS -> OK" in out  # the failed bound of b2 is unknown now: the run's own status is shown
 
@@ -349,7 +349,7 @@ def test_a_report_json_stands_in_for_a_corrupt_session(two_runs, capsys):
     (after / "session.json").write_text("\x00\x00")
     run_set = load_run_set(after)
     assert run_set.verdicts["b2"] == "FAIL" and run_set.read_from == "runs/*.json + report.json"
-    assert len(run_set.notes) == 1 and "session.json: not readable JSON" in run_set.notes[0]
+    assert len(run_set.notes) == 1 and "session.json: is not valid JSON" in run_set.notes[0]
 
 
 def test_a_zero_baseline_shows_a_dash_not_a_traceback(tmp_path, capsys):

@@ -92,6 +92,21 @@ def test_a_session_of_another_definition_is_refused(tmp_path):
         read_session(tmp_path / "nothing-here")
 
 
+def test_a_damaged_file_of_a_session_is_refused_naming_it_never_a_traceback(tmp_path):
+    run_dir = session(tmp_path, "a1", "a", 1000.0, 960.0)
+    record = run_dir / "runs" / "resnet50-bf16-weak-2gpu.json"
+    record.write_text(record.read_text()[:40])  # cut short
+    with pytest.raises(CalibrationError, match=f"{record}: is not valid JSON at line .*leave the session out"):
+        read_session(run_dir)
+    record.write_text(json.dumps({"schema_version": 99}))
+    with pytest.raises(CalibrationError, match=f"{record}: not a readable run record: .*schema_version 99"):
+        read_session(run_dir)
+    (run_dir / "session.json").unlink()
+    (run_dir / "session.json").symlink_to("/dev/zero")
+    with pytest.raises(CalibrationError, match="session.json: not a readable session file: is a symbolic link"):
+        read_session(run_dir)
+
+
 def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_hosts, tmp_path):
     profile = tmp_path / "toy.toml"
     profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))

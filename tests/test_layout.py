@@ -14,8 +14,8 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 # The launcher side and everything that judges or reports: importing them must not import torch.
 LIGHT = ("harness/cli.py", "harness/cases.py", "harness/catalog.py", "harness/records.py", "harness/timeline.py",
-         "harness/profile/", "harness/plugin/", "harness/launch/", "harness/checks/", "harness/report/",
-         "harness/fleet/")
+         "harness/run_directory.py", "harness/profile/", "harness/plugin/", "harness/launch/", "harness/checks/",
+         "harness/report/", "harness/fleet/")
 
 
 def _modules() -> dict[str, Path]:
@@ -171,12 +171,12 @@ def test_no_judge_or_report_reads_a_location_out_of_prose():
 
 STAGES: tuple[tuple[str, ...], ...] = (
     ("results", "cases", "catalog", "definitions", "exitcodes", "durations", "files", "timeline"),
-    ("node",), ("records",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",), ("launch",),
-    ("checks",), ("report",), ("fleet",), ("plugin",), ("selftest",), ("tools",), ("cli", "__main__"))
+    ("node",), ("records",), ("run_directory",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",),
+    ("launch",), ("checks",), ("report",), ("fleet",), ("plugin",), ("selftest",), ("tools",), ("cli", "__main__"))
 """The top-level parts of the harness, bottom floor first (docs/architecture.md draws them): the ground floor's
-types and tables, what the node is, the run record, the profile, the kinds of job, the rank side and its
-workers, the launcher, the judges, the pages, the pytest plugin and the commands. A part imports only from
-its own floor or below."""
+types and tables, what the node is, the run record, the one reader of a run directory, the profile, the kinds
+of job, the rank side and its workers, the launcher, the judges, the pages, the pytest plugin and the commands.
+A part imports only from its own floor or below."""
 
 
 def _part(module: str) -> str:

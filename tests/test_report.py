@@ -21,7 +21,7 @@ from harness.cases import CaseId
 from harness.profile.bounds import CaseBounds
 from harness.profile.schema import CASE_FIELDS
 from harness.report import charts as svg
-from harness.report import inputs
+from harness.results import reading
 from harness.report.render import build_report, cli_report, write_report
 from harness.report.sections.cases import record_facts
 
@@ -404,23 +404,23 @@ def test_control_characters_and_huge_lines_are_cut(h200_dir: Path):
     html = build_report(h200_dir)
     assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202e]", html)
     assert "[31m" not in html and "red" in html
-    assert "A" * (inputs.LOG_LINE_CHARS + 1) not in html
-    assert "A" * (inputs.LOG_LINE_CHARS - 60) in html
+    assert "A" * (reading.LOG_LINE_CHARS + 1) not in html
+    assert "A" * (reading.LOG_LINE_CHARS - 60) in html
     assert len(html) < 400_000
 
 
 def test_clean_log_tail_keeps_the_end():
     text = "\n".join(f"line {i}" for i in range(1000)) + "\n\n"
-    tail = inputs.clean_log_tail(text)
+    tail = reading.clean_log_tail(text)
     lines = tail.splitlines()
     assert lines[0] == "… (960 earlier lines not shown)"
-    assert lines[1] == "line 960" and lines[-1] == "line 999" and len(lines) == inputs.LOG_TAIL_LINES + 1
+    assert lines[1] == "line 960" and lines[-1] == "line 999" and len(lines) == reading.LOG_TAIL_LINES + 1
 
 
 def test_clean_text_cuts_one_field_and_says_so():
-    cleaned = inputs.clean_text("x" * 10_000)
-    assert cleaned.startswith("x" * inputs.FIELD_CHARS) and cleaned.endswith("[6,000 more characters cut]")
-    assert inputs.clean_text("a\x00b\ud800c") == "a\ufffdb\ufffdc"
+    cleaned = reading.clean_text("x" * 10_000)
+    assert cleaned.startswith("x" * reading.FIELD_CHARS) and cleaned.endswith("[6,000 more characters cut]")
+    assert reading.clean_text("a\x00b\ud800c") == "a\ufffdb\ufffdc"
 
 
 # --- the command line and the file -----------------------------------------------------------

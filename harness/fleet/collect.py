@@ -1,6 +1,7 @@
 """A report directory's facts as SessionFacts: the fleet's one adapter onto what a session writes.
 
-The fleet reads ``reports/<run-id>/`` (session.json, report.json, runs/) only here, so a change
+The fleet reads ``reports/<run-id>/`` (session.json, report.json, runs/) only here, through the
+report's inputs and the one run-directory reader beneath them (harness/run_directory.py), so a change
 of that layout is mended in one place. The session verdict is the node report's own
 (``harness.report.sections.verdict.build_verdict``): a fleet page never judges a node differently from
 the node's report. Keys are read defensively: an old or damaged file gives a CollectError that
@@ -9,17 +10,17 @@ names the file and says what to do, never a traceback.
 
 from __future__ import annotations
 
-import contextlib
-import math
 from pathlib import Path
 from typing import Any
 
 from harness.cases import CaseId
 from harness.fleet.facts import CheckFact, Direction, GpuFact, GpuFigure, SessionFacts
-from harness.report.inputs import KEY_CHARS, ReportError, clean_text, load_inputs
+from harness.report.inputs import ReportError, load_inputs
 from harness.report.outcomes import SessionTest, collect_tests
 from harness.report.sections.verdict import build_verdict, recorded_verdict
 from harness.node.nvml import METRICS_BY_KEY
+from harness import run_directory
+from harness.results.reading import as_dict, as_int, as_label, as_list, as_number, clean_text
 
 TELEMETRY_FIGURES: dict[str, Direction] = {"util_pct": "higher", "power_w": "either", "temperature_c": "lower",
                                            "sm_clock_mhz": "higher"}
@@ -31,59 +32,12 @@ class CollectError(Exception):
     """A report directory that cannot be read as a session: ``str(err)`` names it and what to do."""
 
 
-def _dict(value: Any) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _num(value: Any) -> float | None:
-    """A finite number, or None (a bool, a string, NaN, an integer beyond any float)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        with contextlib.suppress(OverflowError):
-            if math.isfinite(value):
-                return float(value)
-    return None
-
-
-def _int(value: Any) -> int | None:
-    number = _num(value)
-    return int(number) if number is not None and number == int(number) else None
-
-
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, (dict, list, bool)):
-        return None
-    return clean_text(value, KEY_CHARS, one_line=True) or None
-
-
-def is_run_dir(path: Path) -> bool:
-    return (path / "session.json").is_file() or (path / "report.json").is_file()
-
-
 def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Each path is a run directory, or holds run directories up to two levels down (a reports/
-    root, or a fleet job's reports/<node>/<run-id>/). Links (``reports/latest``) are not followed:
-    they point at a directory found anyway."""
-    found: list[Path] = []
-    for path in paths:
-        if not path.is_dir():
-            raise CollectError(f"{path}: no such directory; pass report directories (reports/<run-id>/) or "
-                               "a directory that holds them")
-        if is_run_dir(path):
-            found.append(path)
-            continue
-        level, before = [path], len(found)
-        for _ in range(2):
-            children = [c for p in level for c in sorted(p.iterdir()) if c.is_dir() and not c.is_symlink()]
-            found += [c for c in children if is_run_dir(c)]
-            level = [c for c in children if not is_run_dir(c)]
-        if len(found) == before:
-            raise CollectError(f"{path}: holds no report directory (no session.json or report.json in it or two "
-                               "levels below); pass the --harness-report-dir the sessions wrote")
-    return list(dict.fromkeys(found))
+    """The run directories in ``paths`` (harness/run_directory.py ``find_run_dirs``). Raises CollectError."""
+    try:
+        return run_directory.find_run_dirs(paths)
+    except run_directory.RunDirectoryError as exc:
+        raise CollectError(str(exc)) from None
 
 
 def read_session(run_dir: Path) -> SessionFacts:
@@ -92,11 +46,9 @@ def read_session(run_dir: Path) -> SessionFacts:
         inputs = load_inputs(run_dir)
     except ReportError as exc:
         raise CollectError(str(exc)) from None
-    session = _dict(inputs.session)
-    header = {key: value for key, value in session.items() if key != "results"}
-    header.update(_dict(_dict(inputs.report).get("harness")))
-    hardware = _dict(header.get("hardware"))
-    node = _text(hardware.get("hostname"))
+    header = inputs.header
+    hardware = as_dict(header.get("hardware"))
+    node = as_label(hardware.get("hostname"))
     if node is None:
         where = "session.json" if inputs.session is not None else "report.json"
         raise CollectError(f"{run_dir / where}: no hardware.hostname, so it cannot say which node it signed off "
@@ -104,30 +56,30 @@ def read_session(run_dir: Path) -> SessionFacts:
                            f"{inputs.report_problem or 'read'}); rerun the session on that node")
     tests = collect_tests(inputs)
     verdict = build_verdict(inputs, header, tests)
-    records = [_dict(t.harness.get("record")) for t in tests if t.harness.get("record")]
-    versions = next((_dict(r.get("versions")) for r in records if r.get("versions")), {})
-    profile = _dict(header.get("profile"))
+    records = [as_dict(t.harness.get("record")) for t in tests if t.harness.get("record")]
+    versions = next((as_dict(r.get("versions")) for r in records if r.get("versions")), {})
+    profile = as_dict(header.get("profile"))
     checks, figures = [], []
     for test in tests:
         case_key = _case_key(test)
-        checks += [_check(test.nodeid, case_key, _dict(c)) for c in _list(test.harness.get("checks"))]
-        figures += gpu_figures(case_key, _dict(test.harness.get("record")), node)
+        checks += [_check(test.nodeid, case_key, as_dict(c)) for c in as_list(test.harness.get("checks"))]
+        figures += gpu_figures(case_key, as_dict(test.harness.get("record")), node)
     return SessionFacts(
-        run_id=_text(header.get("run_id")) or run_dir.name, node=node, verdict=verdict["title"],
+        run_id=as_label(header.get("run_id")) or run_dir.name, node=node, verdict=verdict["title"],
         verdict_reasons=tuple(verdict["incomplete"]) + tuple(verdict["notes"]),
-        started_at=_text(header.get("started_at")), finished_at=_text(header.get("finished_at")),
-        profile_name=_text(profile.get("name")), profile_sha256=_text(profile.get("sha256")),
-        device=_text(hardware.get("device")), gpu_name=_text(hardware.get("gpu_name")),
-        driver_version=_text(hardware.get("driver_version")) or _text(versions.get("driver")),
-        cuda_driver_version=_text(hardware.get("cuda_driver_version")),
-        cuda_runtime_version=_text(hardware.get("cuda_runtime_version")) or _text(versions.get("cuda")),
-        nccl_version=_text(hardware.get("nccl_version")) or _text(versions.get("nccl")),
-        torch_version=_text(hardware.get("torch_version")) or _text(versions.get("torch")),
-        python_version=_text(versions.get("python")),
-        harness_version=_text(header.get("harness_version")) or _text(versions.get("harness")),
-        git_commit=_text(header.get("git_commit")), container=_container(header.get("container")),
-        slurm_job_id=_text(_dict(header.get("slurm")).get("job_id")),
-        gpus=tuple(gpu for gpu in (_gpu(_dict(g)) for g in _list(hardware.get("gpus"))) if gpu is not None),
+        started_at=as_label(header.get("started_at")), finished_at=as_label(header.get("finished_at")),
+        profile_name=as_label(profile.get("name")), profile_sha256=as_label(profile.get("sha256")),
+        device=as_label(hardware.get("device")), gpu_name=as_label(hardware.get("gpu_name")),
+        driver_version=as_label(hardware.get("driver_version")) or as_label(versions.get("driver")),
+        cuda_driver_version=as_label(hardware.get("cuda_driver_version")),
+        cuda_runtime_version=as_label(hardware.get("cuda_runtime_version")) or as_label(versions.get("cuda")),
+        nccl_version=as_label(hardware.get("nccl_version")) or as_label(versions.get("nccl")),
+        torch_version=as_label(hardware.get("torch_version")) or as_label(versions.get("torch")),
+        python_version=as_label(versions.get("python")),
+        harness_version=as_label(header.get("harness_version")) or as_label(versions.get("harness")),
+        git_commit=as_label(header.get("git_commit")), container=_container(header.get("container")),
+        slurm_job_id=as_label(as_dict(header.get("slurm")).get("job_id")),
+        gpus=tuple(gpu for gpu in (_gpu(as_dict(g)) for g in as_list(hardware.get("gpus"))) if gpu is not None),
         checks=tuple(checks), gpu_figures=tuple(figures), source=str(run_dir), **scope_facts(recorded_verdict(inputs)))
 
 
@@ -137,7 +89,7 @@ def scope_facts(recorded: dict | None) -> dict[str, Any]:
     recorded = recorded or {}
     flags = {key: recorded.get(key) if isinstance(recorded.get(key), bool) else None
              for key in ("sign_off", "cpu_self_check")}
-    return {"scope": _text(recorded.get("scope")), "level": _text(recorded.get("level")), **flags}
+    return {"scope": as_label(recorded.get("scope")), "level": as_label(recorded.get("level")), **flags}
 
 
 def _case_key(test: SessionTest) -> str:
@@ -145,34 +97,34 @@ def _case_key(test: SessionTest) -> str:
     case = CaseId.from_dict(harness.get("case_id"))
     if case is not None:
         return case.key
-    return _text(harness.get("case")) or test.nodeid
+    return as_label(harness.get("case")) or test.nodeid
 
 
 def _check(test: str, case_key: str, check: dict) -> CheckFact:
-    name = _text(check.get("name")) or "(unnamed check)"
+    name = as_label(check.get("name")) or "(unnamed check)"
     passed = check.get("passed")
-    return CheckFact(test=test, case_key=case_key, key=_text(check.get("key")) or name, name=name,
-                     kind=_text(check.get("kind")) or "", measured=_num(check.get("measured")),
-                     bound=_num(check.get("bound")), unit=_text(check.get("unit")) or "",
-                     comparison=_text(check.get("comparison")) or "",
+    return CheckFact(test=test, case_key=case_key, key=as_label(check.get("key")) or name, name=name,
+                     kind=as_label(check.get("kind")) or "", measured=as_number(check.get("measured")),
+                     bound=as_number(check.get("bound")), unit=as_label(check.get("unit")) or "",
+                     comparison=as_label(check.get("comparison")) or "",
                      passed=passed if isinstance(passed, bool) else None,
                      note=clean_text(check.get("note") or "", 500, one_line=True))
 
 
 def _gpu(gpu: dict) -> GpuFact | None:
     """None for an entry without an index: no GPU can be named without one."""
-    index = _int(gpu.get("index"))
+    index = as_int(gpu.get("index"))
     if index is None:
         return None
-    return GpuFact(index=index, uuid=_text(gpu.get("uuid")), serial=_text(gpu.get("serial")),
-                   name=_text(gpu.get("name")), pci_bus_id=_text(gpu.get("pci_bus_id")),
-                   memory_gib=_num(gpu.get("memory_total_gib")))
+    return GpuFact(index=index, uuid=as_label(gpu.get("uuid")), serial=as_label(gpu.get("serial")),
+                   name=as_label(gpu.get("name")), pci_bus_id=as_label(gpu.get("pci_bus_id")),
+                   memory_gib=as_number(gpu.get("memory_total_gib")))
 
 
 def _container(value: Any) -> str | None:
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_text(v)}" for k, v in value.items() if _text(v)) or None
-    return _text(value)
+        return ", ".join(f"{k}: {as_label(v)}" for k, v in value.items() if as_label(v)) or None
+    return as_label(value)
 
 
 def gpu_figures(case_key: str, record: dict, node: str) -> list[GpuFigure]:
@@ -184,27 +136,27 @@ def gpu_figures(case_key: str, record: dict, node: str) -> list[GpuFigure]:
     """
     if record.get("status") != "ok":
         return []
-    unit = f"{_text(record.get('sample_unit')) or 'samples'}/s"
-    ranks = [_dict(r) for r in _list(record.get("per_rank"))]
+    unit = f"{as_label(record.get('sample_unit')) or 'samples'}/s"
+    ranks = [as_dict(r) for r in as_list(record.get("per_rank"))]
     figures = []
     common: dict[str, Any] = {"case_key": case_key, "unit": unit, "direction": "higher"}
-    alone = _num(record.get("throughput_per_gpu"))
-    if _int(record.get("world_size")) == 1 and ranks and alone:
+    alone = as_number(record.get("throughput_per_gpu"))
+    if as_int(record.get("world_size")) == 1 and ranks and alone:
         figures.append(GpuFigure(key="throughput_alone", name="throughput alone", value=alone,
                                  **common, **_where(ranks[0], node)))
-    batch = _num(record.get("batch_size_per_gpu"))
-    if _int(record.get("world_size")) != 1 and batch:
+    batch = as_number(record.get("batch_size_per_gpu"))
+    if as_int(record.get("world_size")) != 1 and batch:
         for rank in ranks:
-            step_ms = _num(rank.get("compute_step_ms"))
+            step_ms = as_number(rank.get("compute_step_ms"))
             if step_ms:
                 figures.append(GpuFigure(key="compute_throughput", name="compute throughput (no all-reduce)",
                                          value=batch * 1000.0 / step_ms, **common, **_where(rank, node)))
-    return figures + telemetry_figures(case_key, _dict(record.get("telemetry")), node)
+    return figures + telemetry_figures(case_key, as_dict(record.get("telemetry")), node)
 
 
 def _where(rank: dict, node: str) -> dict[str, Any]:
-    return {"host": _text(rank.get("host")) or node, "rank": _int(rank.get("rank")) or 0,
-            "gpu_index": _int(rank.get("gpu_index")), "gpu_uuid": _text(rank.get("gpu_uuid"))}
+    return {"host": as_label(rank.get("host")) or node, "rank": as_int(rank.get("rank")) or 0,
+            "gpu_index": as_int(rank.get("gpu_index")), "gpu_uuid": as_label(rank.get("gpu_uuid"))}
 
 
 def telemetry_figures(case_key: str, telemetry: dict, node: str) -> list[GpuFigure]:
@@ -212,16 +164,16 @@ def telemetry_figures(case_key: str, telemetry: dict, node: str) -> list[GpuFigu
     if telemetry.get("status") != "ok":
         return []
     figures = []
-    for gpu in (_dict(g) for g in _list(telemetry.get("gpus"))):
-        reduced = _dict(gpu.get("reduced"))
+    for gpu in (as_dict(g) for g in as_list(telemetry.get("gpus"))):
+        reduced = as_dict(gpu.get("reduced"))
         for metric, direction in TELEMETRY_FIGURES.items():
-            value = _num(reduced.get(metric))
+            value = as_number(reduced.get(metric))
             if value is None:
                 continue
             described = METRICS_BY_KEY[metric]
             figures.append(GpuFigure(case_key=case_key, key=f"telemetry.{metric}", name=described.label, host=node,
-                                     rank=_int(gpu.get("rank")) or 0, gpu_index=_int(gpu.get("index")),
-                                     gpu_uuid=_text(gpu.get("uuid")), value=value, unit=described.unit,
+                                     rank=as_int(gpu.get("rank")) or 0, gpu_index=as_int(gpu.get("index")),
+                                     gpu_uuid=as_label(gpu.get("uuid")), value=value, unit=described.unit,
                                      direction=direction))
     return figures
 

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from harness.report.inputs import as_number, as_text, by_gpu_count
+from harness.results.reading import as_number, as_text, by_gpu_count
 
 MISSING = "—"
 """A value that was not measured or not recorded, in a table cell."""

@@ -16,7 +16,8 @@ from functools import cached_property
 from typing import Any
 
 from harness.cases import CaseId
-from harness.report.inputs import RunInputs, as_dict, as_list, as_number, as_text
+from harness.report.inputs import RunInputs
+from harness.results.reading import as_dict, as_list, as_number, as_text
 
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed", "interrupted")
 """pytest's outcomes, and ``interrupted``: the plugin's word for a test cut short (harness/plugin/outcomes.py)."""

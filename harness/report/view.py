@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from harness.report.format import device_word, fmt_rate
-from harness.report.inputs import RunInputs, as_dict, as_number, as_text
+from harness.report.inputs import RunInputs
+from harness.results.reading import as_dict, as_number, as_text
 from harness.report.outcomes import SessionTest, collect_tests
 from harness.report.sections.cases import build_case
 from harness.report.sections.gpus import build_gpu_table, peer_heatmap

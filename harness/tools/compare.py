@@ -37,7 +37,7 @@ from pathlib import Path
 from harness.cases import CaseId
 from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.records import RunRecord
-from harness.report.inputs import clean_text
+from harness.results.reading import clean_text
 from harness.tools.run_sets import CompareError, RunSet, load_run_set
 from harness.workloads.busbw import size_label
 
@@ -298,7 +298,7 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _for_terminal(text: str) -> str:
-    """Every line cleaned as the report cleans its inputs (harness/report/inputs.py clean_text): a model
+    """Every line cleaned as the report cleans its inputs (harness/results/reading.py clean_text): a model
     name or status read from a file must not carry escape sequences that retitle or clear the terminal."""
     return "\n".join(clean_text(line, 100_000, one_line=True) for line in text.split("\n"))
 

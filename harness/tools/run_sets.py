@@ -4,8 +4,9 @@ A side is a run directory as ``make acceptance`` writes them (``reports/<run-id>
 ``runs/*.json`` are the run records) or as ``harness calibrate`` writes them (several repeats of a
 case each), or a ``session.json`` / ``report.json`` of such a directory.
 
-This is the I/O edge, and its files may be damaged or hand-edited: every way a file can be unusable
-is a ``CompareError`` naming the file, one line, never a traceback. A run directory whose
+Its files are read by the one run-directory reader (harness/run_directory.py), and they may be damaged
+or hand-edited: every way a file can be unusable is a ``CompareError`` naming the file, one line, never a
+traceback. A run directory whose
 session.json (or report.json) is damaged but whose ``runs/*.json`` are intact is still compared,
 from the records, with a note saying that its verdicts could not be read.
 """
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.cases import CaseId
-from harness.files import InputFileError, read_json_file
-from harness.records import RunRecord
+from harness.records import RunRecord, record_case
+from harness.results.reading import as_number
+from harness.run_directory import (MISSING, REPORT_FILE, SESSION_FILE, RecordError, RunDirectory, read_json_object,
+                                   is_run_dir, read_run_directory, run_record)
 
 
 class CompareError(Exception):
@@ -54,16 +57,9 @@ class RunSet:
         return self.cases.get(record.run_id) or record_case(record)
 
 
-def record_case(record: RunRecord) -> CaseId:
-    """The case a run record describes (model, precision, scaling, nodes x GPUs per node)."""
-    nodes = max(record.nodes, 1)
-    return CaseId(model=record.model, precision=record.precision, gpus=record.world_size // nodes,
-                  scaling=record.scaling, nodes=nodes)
-
-
 # Keys that mark a session result as something other than a benchmark case (see harness.plugin).
 NOT_BENCHMARK_RESULTS = ("interconnect", "topology", "soak", "components")
-SUMMARY_FILES = ("session.json", "report.json")
+SUMMARY_FILES = (SESSION_FILE, REPORT_FILE)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -98,11 +94,11 @@ def load_run_set(path: str | Path) -> RunSet:
     if not path.is_dir():
         raise CompareError(f"{path}: neither a run directory nor a JSON file (a pipe or a device?); give a run "
                            "directory such as reports/<run-id>/")
-    runs_dir = path / "runs"
-    record_files = sorted(runs_dir.glob("*.json")) if runs_dir.is_dir() else []
-    summary, summary_file, notes = _directory_summary(path, have_records=bool(record_files))
-    if record_files:
-        records = [_read_record_file(file) for file in record_files]
+    directory = read_run_directory(path)
+    have_records = bool(directory.records or directory.record_problems)
+    summary, summary_file, notes = _directory_summary(directory, have_records=have_records)
+    if have_records:
+        records = _records_of(directory)
         read_from = "runs/*.json" + (f" + {summary_file.name}" if summary_file else "")
     elif summary.records and summary_file is not None:
         records = summary.records
@@ -115,22 +111,34 @@ def load_run_set(path: str | Path) -> RunSet:
                   efficiencies=summary.efficiencies)
 
 
-def _directory_summary(path: Path, *, have_records: bool) -> tuple[_Summary, Path | None, tuple[str, ...]]:
+def _directory_summary(directory: RunDirectory, *, have_records: bool) -> tuple[_Summary, Path | None, tuple[str, ...]]:
     """The first readable summary file of a run directory, the file, and notes on the damaged ones
     skipped. A damaged one is an error only when nothing else here holds the records."""
     notes: list[str] = []
     first_error: CompareError | None = None
-    for file in (path / name for name in SUMMARY_FILES):
-        if not file.is_file():
+    for name, data in ((SESSION_FILE, directory.session), (REPORT_FILE, directory.report)):
+        file, what = directory.path / name, directory.problem_of(name)
+        if what == MISSING:
             continue
         try:
-            return _read_summary_file(file), file, tuple(notes)
+            if data is None:
+                raise CompareError(f"{file}: {what}")
+            return _summary_of(file, data), file, tuple(notes)
         except CompareError as exc:
             first_error = first_error or exc
             notes.append(f"{exc}; its verdicts are not shown (statuses are the runs' own)")
     if first_error is not None and not have_records:
         raise first_error
     return _Summary(), None, tuple(notes)
+
+
+def _records_of(directory: RunDirectory) -> list[RunRecord]:
+    """Every ``runs/*.json`` as a run record; the first that is unusable is the CompareError, naming it."""
+    if directory.record_problems:
+        problem = directory.record_problems[0]
+        raise CompareError(f"{directory.path / problem.file}: {problem.what}")
+    return [_record_from(record.data, f"{directory.path / record.file}: not a readable run record")
+            for record in directory.records]
 
 
 def _allreduce_of(data: dict) -> dict[tuple[int, int], float]:
@@ -147,77 +155,19 @@ def _allreduce_of(data: dict) -> dict[tuple[int, int], float]:
 
 def _subdir_hint(path: Path) -> str:
     runs = sorted(child.name for child in path.iterdir()
-                  if child.is_dir() and ((child / "runs").is_dir() or (child / "session.json").is_file()))
+                  if child.is_dir() and ((child / "runs").is_dir() or is_run_dir(child)))
     if not runs:
         return ""
     shown = ", ".join(runs[-3:])
     return f"; it holds run directories ({shown}): pick one, e.g. {path / runs[-1]}"
 
 
-def _read_json(file: Path) -> Any:
-    """Through the one bounded reader (harness/files.py): a link to /dev/zero or a 100,000-deep file is
-    refused, never read until MemoryError or RecursionError."""
-    try:
-        return read_json_file(file)
-    except InputFileError as exc:
-        raise CompareError(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise CompareError(f"{file}: not readable JSON: {exc}") from None
-
-
-def _read_record_file(file: Path) -> RunRecord:
-    return _record_from(_read_json(file), f"{file}: not a readable run record")
-
-
 def _record_from(data: Any, what: str) -> RunRecord:
-    """The run record in ``data``, checked for what compare reads from it; CompareError "<what>: why"."""
-    if not isinstance(data, dict):
-        raise CompareError(f"{what}: expected a JSON object, got {type(data).__name__}")
+    """The run record in ``data`` (harness/run_directory.py ``run_record``); CompareError "<what>: why"."""
     try:
-        record = RunRecord.from_dict(data)
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        return run_record(data)
+    except RecordError as exc:
         raise CompareError(f"{what}: {exc}") from None
-    problem = _record_problem(record)
-    if problem is not None:
-        raise CompareError(f"{what}: {problem}")
-    return record
-
-
-_TEXT_FIELDS = ("run_id", "model", "precision", "status", "sample_unit")
-_OPTIONAL_TEXT_FIELDS = ("device_name", "started_at")
-_RATE_FIELDS = ("throughput_per_gpu", "throughput_total", "throughput_ci95_rel")
-
-
-def _is_rate(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
-
-
-def _record_problem(record: RunRecord) -> str | None:
-    """What makes ``record`` unusable for a comparison (a field of the wrong type or range), or None."""
-    for name in _TEXT_FIELDS:
-        if not isinstance(getattr(record, name), str):
-            return f"{name} is not a string: {getattr(record, name)!r}"
-    for name in _OPTIONAL_TEXT_FIELDS:
-        if getattr(record, name) is not None and not isinstance(getattr(record, name), str):
-            return f"{name} is not a string: {getattr(record, name)!r}"
-    for name in _RATE_FIELDS:
-        if getattr(record, name) is not None and not _is_rate(getattr(record, name)):
-            return f"{name} is not a finite number >= 0: {getattr(record, name)!r}"
-    if not all(isinstance(host, str) for host in record.hosts):
-        return f"hosts is not a list of host names: {list(record.hosts)!r}"
-    if record.versions is not None and not all(isinstance(value, (str, type(None)))
-                                               for value in (record.versions.driver, record.versions.cuda,
-                                                             record.versions.nccl, record.versions.torch,
-                                                             record.versions.harness)):
-        return "versions holds a value that is not a string"
-    for name in ("world_size", "nodes"):
-        if isinstance(getattr(record, name), bool) or not isinstance(getattr(record, name), int):
-            return f"{name} is not an integer: {getattr(record, name)!r}"
-    try:
-        record_case(record)
-    except ValueError as exc:  # scaling, GPUs or nodes out of range
-        return str(exc)
-    return None
 
 
 def _results_of(file: Path, data: dict) -> tuple[list[Any], str | None]:
@@ -246,9 +196,14 @@ def _name_of(profile: Any) -> str | None:
 def _read_summary_file(file: Path) -> _Summary:
     """session.json (plugin summary) or report.json (pytest-json-report): records, verdicts, profile,
     all-reduce bus bandwidths and the recorded case of each run."""
-    data = _read_json(file)
-    if not isinstance(data, dict):
-        raise CompareError(f"{file}: expected a JSON object (session.json or report.json of a run directory)")
+    data, what = read_json_object(file)
+    if data is None:
+        raise CompareError(f"{file}: {what}")
+    return _summary_of(file, data)
+
+
+def _summary_of(file: Path, data: dict) -> _Summary:
+    """What a session.json or report.json (``file``, read into ``data``) holds for compare."""
     results, profile = _results_of(file, data)
     summary = _Summary(profile=profile, allreduce=_allreduce_of(data))
     for result in results:
@@ -264,10 +219,10 @@ def _read_summary_file(file: Path) -> _Summary:
             raise CompareError(f"{file}: the checks of {record.run_id} are not a list of objects; the file is damaged")
         summary.records.append(record)
         summary.verdicts[record.run_id] = "FAIL" if any(check.get("passed") is False for check in checks) else "PASS"
-        efficiency = next((check.get("measured") for check in checks if check.get("key") in EFFICIENCY_CHECKS
-                           and _is_rate(check.get("measured"))), None)
+        efficiency = next((measured for check in checks if check.get("key") in EFFICIENCY_CHECKS
+                           and (measured := as_number(check.get("measured"))) is not None and measured >= 0), None)
         if efficiency is not None:
-            summary.efficiencies[record.run_id] = float(efficiency)
+            summary.efficiencies[record.run_id] = efficiency
         case = _recorded_case(result.get("case_id"))
         if case is not None:
             summary.cases[record.run_id] = case

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from harness.report.format import anchor, device_word, fmt_duration, fmt_number, fmt_pct, fmt_rate
-from harness.report.inputs import as_dict, as_int, as_list, as_number, as_text
+from harness.results.reading import as_dict, as_int, as_list, as_number, as_text
 from harness.report.outcomes import SessionTest
 from harness.report.sections.telemetry import telemetry_charts
 from harness.workloads.compilecache import summary as compile_cache_summary

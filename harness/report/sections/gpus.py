@@ -22,7 +22,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from harness.report.format import fmt_number
-from harness.report.inputs import as_dict, as_int, as_list, as_number, as_text
+from harness.results.reading import as_dict, as_int, as_list, as_number, as_text
 from harness.report.outcomes import SessionTest
 from harness.results.location import locations_of
 

@@ -11,7 +11,7 @@ import math
 from markupsafe import Markup
 
 from harness.report import charts as svg
-from harness.report.inputs import as_dict, as_int, as_list, as_number, as_text, by_gpu_count
+from harness.results.reading import as_dict, as_int, as_list, as_number, as_text, by_gpu_count
 from harness.report.outcomes import SessionTest
 from harness.workloads.busbw import size_label
 

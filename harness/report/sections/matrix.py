@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness.cases import SCALINGS, CaseId
 from harness.report.format import device_word, fmt_number, fmt_rate, short_unit
-from harness.report.inputs import as_dict, as_number, as_text, clean_text
+from harness.results.reading import as_dict, as_number, as_text, clean_text
 from harness.report.outcomes import SessionTest, cases_not_recorded, efficiency_check
 from harness.report.sections.cases import case_anchor, check_rows
 

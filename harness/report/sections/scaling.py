@@ -13,7 +13,7 @@ from markupsafe import Markup
 from harness.cases import SCALINGS, CaseId
 from harness.report import charts as svg
 from harness.report.format import device_word, short_unit
-from harness.report.inputs import as_number, as_text, by_gpu_count
+from harness.results.reading import as_number, as_text, by_gpu_count
 from harness.report.outcomes import THROUGHPUT_CHECK, SessionTest, efficiency_check
 
 Run = tuple[SessionTest, CaseId]

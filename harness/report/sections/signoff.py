@@ -8,7 +8,8 @@ from __future__ import annotations
 import shlex
 
 from harness.report.format import MISSING, fmt_number, fmt_with_unit
-from harness.report.inputs import RunInputs, as_dict, as_list, as_number, as_text, clean_text
+from harness.report.inputs import RunInputs
+from harness.results.reading import as_dict, as_list, as_number, as_text, clean_text
 from harness.report.outcomes import SessionTest
 
 CONTAINER_ENV_VARS = ("HARNESS_CONTAINER_IMAGE", "APPTAINER_NAME", "SINGULARITY_NAME", "APPTAINER_CONTAINER",

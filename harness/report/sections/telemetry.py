@@ -5,7 +5,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from harness.report import charts as svg
-from harness.report.inputs import as_dict, as_list, as_number, as_text
+from harness.results.reading import as_dict, as_list, as_number, as_text
 from harness.report.outcomes import SessionTest
 
 MAX_POINTS = 5000

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.report.format import MISSING, fmt_bound, fmt_count_table, fmt_number, short_unit
-from harness.report.inputs import as_dict, as_list, as_text
+from harness.results.reading import as_dict, as_list, as_text
 from harness.report.outcomes import SessionTest, cases_not_recorded, first_with_bounds
 
 OPTIONAL_SECTIONS = ("interconnect", "topology", "soak")

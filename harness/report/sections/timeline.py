@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.report.format import MISSING, fmt_pct
-from harness.report.inputs import RunInputs, as_dict, as_int, as_number, as_text
+from harness.report.inputs import RunInputs
+from harness.results.reading import as_dict, as_int, as_number, as_text
 from harness.timeline import OTHER, PHASES, over_budget
 
 MAX_ROWS = 40

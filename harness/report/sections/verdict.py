@@ -12,7 +12,8 @@ page could not read is a note, not a reason for a verdict the session already ga
 from __future__ import annotations
 
 from harness.report.format import fmt_duration, fmt_time, parse_time
-from harness.report.inputs import KEY_CHARS, RunInputs, as_dict, as_int, as_list, as_number, as_text, clean_text
+from harness.report.inputs import RunInputs
+from harness.results.reading import KEY_CHARS, as_dict, as_int, as_list, as_number, as_text, clean_text
 from harness.checks.session import from_dict as stored_verdict
 from harness.report.outcomes import SessionTest
 

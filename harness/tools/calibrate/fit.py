@@ -30,6 +30,8 @@ from harness.definitions import current_id
 from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.profile.bounds import CaseBounds, ComponentBounds
 from harness.records import RunRecord
+from harness.results.reading import as_dict, as_int, as_list, as_number, as_text
+from harness.run_directory import SESSION_FILE, RecordError, RunDirectoryError, read_run_directory, run_record
 from harness.tools.calibrate import CalibrationError
 
 MIN_HOSTS = 3
@@ -88,22 +90,44 @@ class Session:
     figures: list[Figure] = field(default_factory=list)
 
 
-def _read_json(path: Path) -> Any:
+_GIVE = "give run directories that `make acceptance` wrote (reports/<run-id>/)"
+
+
+def _read(run_dir: Path) -> tuple[dict, list[RunRecord]]:
+    """session.json and the run records of an acceptance run directory (harness/run_directory.py), or a
+    CalibrationError naming the file that is missing or damaged: no bound is fitted from half a session."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise CalibrationError(f"{path}: not a readable session file ({err}); give run directories that "
-                               "`make acceptance` wrote (reports/<run-id>/)") from None
+        directory = read_run_directory(run_dir)
+    except RunDirectoryError:
+        what = "no such directory" if not run_dir.exists() else "not a directory"
+        raise CalibrationError(f"{run_dir}: not an acceptance run directory ({what}); {_GIVE}") from None
+    if directory.session is None:
+        raise CalibrationError(f"{run_dir / SESSION_FILE}: not a readable session file: "
+                               f"{directory.problem_of(SESSION_FILE)}; {_GIVE}")
+    if not directory.has_runs:
+        raise CalibrationError(f"{run_dir}: not an acceptance run directory (no runs/ beside its session.json); "
+                               f"{_GIVE}")
+    if directory.record_problems:
+        problem = directory.record_problems[0]
+        raise CalibrationError(f"{run_dir / problem.file}: {problem.what}; move it out of the way or leave the "
+                               "session out")
+    records = []
+    for record in directory.records:
+        try:
+            records.append(run_record(record.data))
+        except RecordError as exc:
+            raise CalibrationError(f"{run_dir / record.file}: not a readable run record: {exc}; move it out of "
+                                   "the way or leave the session out") from None
+    return directory.session, records
 
 
 def _host_of(summary: dict) -> str:
-    gpus = (summary.get("hardware") or {}).get("gpus") or []
-    uuids = sorted(str(g.get("uuid")) for g in gpus if g.get("uuid"))
-    return ",".join(uuids) or str((summary.get("hardware") or {}).get("hostname") or "unknown host")
+    hardware = as_dict(summary.get("hardware"))
+    uuids = sorted(str(gpu.get("uuid")) for gpu in map(as_dict, as_list(hardware.get("gpus"))) if gpu.get("uuid"))
+    return ",".join(uuids) or str(hardware.get("hostname") or "unknown host")
 
 
-def _training_figures(run_dir: Path, host: str) -> list[Figure]:
-    records = [RunRecord.from_json(p.read_text()) for p in sorted((run_dir / "runs").glob("*.json"))]
+def _training_figures(records: list[RunRecord], host: str, session: str) -> list[Figure]:
     records = [r for r in records if r.ok and r.nodes == 1 and "-repeat" not in r.run_id and "-confirm" not in r.run_id]
     references = {(r.model, r.precision, r.batch_size_per_gpu): r for r in records if r.world_size == 1}
     figures = []
@@ -121,7 +145,7 @@ def _training_figures(run_dir: Path, host: str) -> list[Figure]:
                                   gpus=gpus if bound_key not in ("min_gpu_utilization_pct", "max_step_time_cv",
                                                                  "min_power_fraction_of_limit")
                                   else verdict.gpus_at_once(record),
-                                  value=check.measured, host=host, session=run_dir.name))
+                                  value=check.measured, host=host, session=session))
     return figures
 
 
@@ -129,17 +153,18 @@ def _component_figures(summary: dict, host: str, session: str, node_gpus: int) -
     """The concurrent host-link figures of each GPU's host-link test, keyed by how many GPUs ran at once
     (sessions before it was recorded: every GPU of the node, as the component launch runs them)."""
     figures = []
-    for result in (summary.get("results") or {}).values():
-        data = result.get("components") if isinstance(result, dict) else None
+    for result in map(as_dict, as_dict(summary.get("results")).values()):
+        data = result.get("components")
         if not isinstance(data, dict) or not ("host" in data or "gpus_at_once" in data):
             continue
-        recorded = data.get("gpus_at_once")
-        at_once: int = recorded if isinstance(recorded, int) else node_gpus
-        for check in result.get("checks") or []:
-            bound_key = CHECK_TO_BOUND.get(check.get("key"))
-            if bound_key and bound_key.endswith("concurrent_gbps") and isinstance(check.get("measured"), (int, float)):
-                figures.append(Figure(table="components", key=bound_key, gpus=at_once,
-                                      value=float(check["measured"]), host=host, session=session))
+        recorded = as_int(data.get("gpus_at_once"))
+        at_once = recorded if recorded is not None else node_gpus
+        for check in map(as_dict, as_list(result.get("checks"))):
+            bound_key = CHECK_TO_BOUND.get(as_text(check.get("key")))
+            measured = as_number(check.get("measured"))
+            if bound_key and bound_key.endswith("concurrent_gbps") and measured is not None:
+                figures.append(Figure(table="components", key=bound_key, gpus=at_once, value=measured, host=host,
+                                      session=session))
     return figures
 
 
@@ -149,11 +174,11 @@ def health_failures(summary: dict) -> list[str]:
     fitted from it would let the fault it shows pass (issue 27: a GPU in sw thermal slowdown lowered the
     first H100 fit)."""
     failed = []
-    for name, result in (summary.get("results") or {}).items():
-        for check in (result.get("checks") or []) if isinstance(result, dict) else []:
-            if (isinstance(check, dict) and check.get("kind") in ("health", "sanity") and check.get("passed") is False
-                    and check.get("key") not in CHECK_TO_BOUND):  # a bound this tool fits may be what is off
-                failed.append(f"{check.get('key')} in {str(name).rsplit('::', 1)[-1]}")
+    for name, result in as_dict(summary.get("results")).items():
+        for check in map(as_dict, as_list(as_dict(result).get("checks"))):
+            key = as_text(check.get("key"))
+            if check.get("kind") in ("health", "sanity") and check.get("passed") is False and key not in CHECK_TO_BOUND:
+                failed.append(f"{key} in {str(name).rsplit('::', 1)[-1]}")  # a bound this tool fits may be what is off
     return failed
 
 
@@ -161,9 +186,7 @@ def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
     """One acceptance session's figures; a directory that is not one is refused, naming it.
     ``assume_training``: the training definition of a session written before sessions recorded theirs."""
     run_dir = Path(run_dir)
-    summary = _read_json(run_dir / "session.json")
-    if not isinstance(summary, dict) or not (run_dir / "runs").is_dir():
-        raise CalibrationError(f"{run_dir}: not an acceptance run directory (no session.json and runs/)")
+    summary, records = _read(run_dir)
     unhealthy = health_failures(summary)
     if unhealthy:
         raise CalibrationError(
@@ -171,8 +194,8 @@ def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
             f"{f' and {len(unhealthy) - 3} more' if len(unhealthy) > 3 else ''} failed): bounds are fitted from "
             "healthy hosts only (docs/calibration.md); leave this session out, or mend the host and run it again")
     host = _host_of(summary)
-    session = Session(path=run_dir, host=host, profile=str((summary.get("profile") or {}).get("name")))
-    recorded = {family: entry.get("harness") for family, entry in (summary.get("definitions") or {}).items()
+    session = Session(path=run_dir, host=host, profile=str(as_dict(summary.get("profile")).get("name")))
+    recorded = {family: entry.get("harness") for family, entry in as_dict(summary.get("definitions")).items()
                 if isinstance(entry, dict)}
     if "training" not in recorded and assume_training is not None:
         recorded["training"] = assume_training
@@ -180,8 +203,9 @@ def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
         raise CalibrationError(
             f"{run_dir}: measured as training definition {recorded.get('training') or 'unknown (older harness)'}; "
             f"this harness measures {current_id('training')}: fit from sessions of this harness only")
-    gpus = int((summary.get("hardware") or {}).get("gpu_count") or 0)
-    session.figures = _training_figures(run_dir, host) + _component_figures(summary, host, run_dir.name, gpus)
+    gpus = as_int(as_dict(summary.get("hardware")).get("gpu_count")) or 0
+    session.figures = (_training_figures(records, host, run_dir.name)
+                       + _component_figures(summary, host, run_dir.name, gpus))
     return session
 
 
