@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
 from harness.launch.command import die_with_launcher
+from harness.run_directory import read_json_object
 from harness.selftest.judge import RowRun
 from harness.selftest.rows import NODE_TEST, ForeignLoad, RowSpec
 
@@ -129,11 +130,8 @@ def read_session(row_dir: Path) -> dict[str, Any] | None:
                    key=lambda p: p.stat().st_mtime)
     if not found:
         return None
-    try:
-        data = json.loads(found[-1].read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    data, _ = read_json_object(found[-1])  # the run directories' one bounded reader (harness/run_directory.py)
+    return data
 
 
 def _wait_or_stop(proc: subprocess.Popen, timeout_s: float) -> int | None:
