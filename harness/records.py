@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from harness.cases import CaseId
 from harness.files import write_json_atomic
-from harness.node.overrides import Override, find_overrides
+from harness.results.overrides import Override, find_overrides
 
 SCHEMA_VERSION = 1
 
@@ -161,7 +161,7 @@ class RunRecord:
     finished_at: str | None = None
     overrides: tuple[Override, ...] = field(default_factory=find_overrides)
     """Environment variables set where the record was made that change what it measured or claims
-    (harness/node/overrides.py: fault injection, telemetry off, NCCL transport, provenance), each
+    (harness/results/overrides.py: fault injection, telemetry off, NCCL transport, provenance), each
     with its effect; empty in records written before they were named."""
 
     @property

@@ -170,11 +170,11 @@ def test_no_judge_or_report_reads_a_location_out_of_prose():
 
 
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("results", "cases", "catalog", "definitions", "exitcodes", "durations", "files", "timeline"),
-    ("node",), ("records",), ("run_directory",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",),
+    ("results", "cases", "catalog", "definitions", "exitcodes", "durations", "files", "timeline", "records"),
+    ("node",), ("run_directory",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",),
     ("launch",), ("checks",), ("report",), ("fleet",), ("plugin",), ("selftest",), ("tools",), ("cli", "__main__"))
 """The top-level parts of the harness, bottom floor first (docs/architecture.md draws them): the ground floor's
-types and tables, what the node is, the run record, the one reader of a run directory, the profile, the kinds
+types, tables and the run record, what the node is, the one reader of a run directory, the profile, the kinds
 of job, the rank side and its workers, the launcher, the judges, the pages, the pytest plugin and the commands.
 A part imports only from its own floor or below."""
 

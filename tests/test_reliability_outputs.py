@@ -13,7 +13,7 @@ import pytest
 
 from harness.exitcodes import EXIT_NOT_RECORDED
 from support.filesystems import tmpfs
-from harness.node.overrides import expected_settings, find_overrides
+from harness.results.overrides import expected_settings, find_overrides
 from harness.workloads.compilecache import CacheDirError, prepare_cache_root
 from test_plugin import suite  # noqa: F401 - the fixture: an acceptance session with a fake launcher
 

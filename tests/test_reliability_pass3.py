@@ -519,14 +519,14 @@ def test_a_node_named_with_a_leading_dot_is_read_back_from_the_store(tmp_path):
     ("OMP_NUM_THREADS", "3"), ("NVIDIA_TF32_OVERRIDE", "0"), ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
     ("TORCH_NCCL_BLOCKING_WAIT", "1"), ("CUDA_DEVICE_MAX_CONNECTIONS", "1"), ("LD_PRELOAD", "/tmp/x.so")])
 def test_variables_that_change_results_are_named_as_overrides(name, value):
-    from harness.node.overrides import find_overrides
+    from harness.results.overrides import find_overrides
 
     assert [o.name for o in find_overrides({name: value})] == [name]
 
 
 def test_the_thread_count_the_launcher_sets_itself_is_no_override(tmp_path, fast_spec):
     from harness.launch.command import launch_env
-    from harness.node.overrides import find_overrides
+    from harness.results.overrides import find_overrides
 
     env = launch_env(fast_spec().launch, "run-1")
     assert env["OMP_NUM_THREADS"] and "OMP_NUM_THREADS" not in [o.name for o in find_overrides(env)]

@@ -290,9 +290,9 @@ def test_a_gpu_node_without_its_state_test_is_incomplete(h100_node, pytester):
 
 def test_overrides_recorded_in_session_json_are_shown_beside_the_verdict(session, monkeypatch):
     """The reliability helper records environment overrides in session.json; the verdict names them."""
-    from harness.node.overrides import EFFECTS
+    from harness.results.overrides import EFFECTS
 
-    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")  # found at session start (harness/node/overrides.py)
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")  # found at session start (harness/results/overrides.py)
     effect = EFFECTS["NCCL_P2P_DISABLE"]
     override = {"name": "NCCL_P2P_DISABLE", "value": "1", "effect": effect}
     result, run_dir = session()

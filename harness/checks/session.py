@@ -99,7 +99,7 @@ class SessionFacts:
     pytest_exit: int = 0
     """pytest's own exit status, before the verdict replaces it."""
     overrides: tuple[dict, ...] = ()
-    """Environment variables that change results ({"name", "value", "effect"}) (harness/node/overrides.py)."""
+    """Environment variables that change results ({"name", "value", "effect"}) (harness/results/overrides.py)."""
     level: str = "standard"
     """The run level (harness/jobs/job.py ``LEVELS``): quick checks the node's health without the DDP matrix,
     never a sign-off."""

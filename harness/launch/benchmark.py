@@ -17,7 +17,7 @@ from typing import Any
 from harness.launch.command import Rendezvous, make_run_id, prepare_launch, slurm_launch
 from harness.launch.spec import BenchmarkSpec
 from harness.launch.supervise import JobOutcome, run_job
-from harness.node.overrides import find_overrides
+from harness.results.overrides import find_overrides
 from harness.records import Failure, RunRecord, Status, read_record, write_record
 from harness.workloads.plan import RECORD_FILE
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness.launch import slurm
 from harness.node.process_tags import RUN_ID_ENV
-from harness.node.overrides import HARNESS_SET_ENV
+from harness.results.overrides import HARNESS_SET_ENV
 from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
 from harness.workloads.plan import PLAN_FILE, BenchmarkPlan, write_plan
 

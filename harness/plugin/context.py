@@ -15,7 +15,7 @@ from harness.launch.cleanup import Orphan
 from harness.launch.slurm import SlurmAllocation
 from harness.node.hardware import Hardware
 from harness.node.presence import NvidiaPresence
-from harness.node.overrides import Override
+from harness.results.overrides import Override
 from harness.node.processes import GpuProcess, gpu_processes
 from harness.plugin.options import HarnessOptions
 from harness.profile.bounds import Profile
@@ -48,7 +48,8 @@ class SessionContext:
     nvidia_presence: NvidiaPresence | None = None
     """What the machine shows of NVIDIA GPUs without the driver (device files, PCI, nvidia-smi)."""
     overrides: tuple[Override, ...] = ()
-    """Environment variables set at session start that change what it measures or claims (harness/node/overrides.py)."""
+    """Environment variables set at session start that change what it measures or claims
+    (harness/results/overrides.py)."""
     orphans_stopped: tuple[Orphan, ...] = ()
     """Processes an earlier, killed session left running, stopped by this session's start (launch/cleanup.py)."""
     start_warnings: tuple[str, ...] = ()

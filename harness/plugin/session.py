@@ -33,7 +33,7 @@ from harness.node.cpu_features import native_bf16_flag
 from harness.node import presence as node_presence
 from harness.node.hardware import Hardware, HardwareError, detect
 from harness.node.shape import expected_gpus
-from harness.node.overrides import FAULT_ENV, Override, expected_settings, find_overrides
+from harness.results.overrides import FAULT_ENV, Override, expected_settings, find_overrides
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateRunner
