@@ -68,3 +68,12 @@ def test_a_site_job_joins_after_the_harness_jobs_and_its_requirement_counts():
 def test_a_requirement_counts_only_the_gpu_counts_the_node_can_run():
     h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
     assert Requirement(profile=h100, expected_gpus=2).gpu_counts == [n for n in sorted(h100.gpu_counts) if n <= 2]
+
+
+def test_every_kind_of_job_the_harness_ships_requires_its_tests_somewhere():
+    """A job whose ``required`` never names a test would let its tests be skipped unseen: each one the harness
+    ships asks a 4-GPU node of some shipped profile for at least one test of its own."""
+    profiles = [load_profile(path) for path in sorted(THRESHOLDS.glob("*.toml"))]
+    for job in JOBS:
+        asked = {name for profile in profiles for name in job.required(Requirement(profile=profile, expected_gpus=4))}
+        assert asked and all(job_of(name) is job for name in asked), job.name
