@@ -141,7 +141,7 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
     assert "| max_step_time_cv |" not in (tmp_path / "fit.md").read_text()
 
 
-def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_table(three_hosts, tmp_path):
+def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_table(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
     profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
     components_source = load_profile(profile).components.source
@@ -150,7 +150,14 @@ def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_tab
                             assume_training_definition=None, leave_out="", source="")
     assert cli_fit(ns) == 0
     ns.source = "docs/data/toy-sessions"
+    capsys.readouterr()
     assert cli_fit(ns) == 0
+    said = capsys.readouterr().out
+    assert "wrote" in said and "bounds from 4 sessions on 3 hosts" in said
+    rows = [line.split("|") for line in (tmp_path / "fit.md").read_text().splitlines()
+            if line.startswith(("| models", "| components"))]
+    held_out = sum(1 for cells in rows if cells[11].strip() != "none")  # the held-out failures column
+    assert (f"; {held_out} of them fail leave-one-host-out" in said) == (held_out > 0)
     text = profile.read_text()
     assert text.count("# Bounds written as { ref, tol, hosts, runs, spread } were fitted") == 1
     loaded = load_profile(profile)

@@ -467,5 +467,8 @@ def cli_fit(ns: Any) -> int:
         write_text_atomic(Path(ns.report), table)
     else:
         print(table)
-    print(f"wrote {output}: {len(fitted)} bounds from {len(sessions)} sessions on {hosts} hosts")
+    held_out = sum(1 for f in fitted if f.held_out_failures)
+    print(f"wrote {output}: {len(fitted)} bounds from {len(sessions)} sessions on {hosts} hosts"
+          + (f"; {held_out} of them fail leave-one-host-out (the report's held-out column): a host outside "
+             "the others' spread; fit from more hosts before trusting a miss by a hair" if held_out else ""))
     return 0
