@@ -100,7 +100,7 @@ def session_ctx(tmp_path: Path, nodes: tuple[str, ...] = ("gpu01", "gpu02"), gpu
     return SimpleNamespace(device=device, hardware=hardware, profile=H100, allocation=allocation,
                            options=SimpleNamespace(level=level, nodes=None), run_dir=tmp_path, expected_gpus=gpus,
                            expected_gpus_source=f"the Slurm allocation: {gpus} GPUs on this node",
-                           available_gpus=gpus, expected_gpus_stated=True, nvidia_presence=None)
+                           available_gpus=gpus, node_gpus=gpus, expected_gpus_stated=True, nvidia_presence=None)
 
 
 def start_runner(tmp_path: Path, remote_nvml: dict[str, FakeNvml], **ctx: Any) -> tuple[GpuStateRunner, FakeNvml]:

@@ -60,6 +60,11 @@ class SessionContext:
         return self.profile.hardware.device
 
     @property
+    def node_gpus(self) -> int:
+        """The GPUs (CPU ranks) this node should have: ``expected_gpus``, else the GPUs available."""
+        return self.expected_gpus if self.expected_gpus is not None else self.available_gpus
+
+    @property
     def rank_unit(self) -> str:
         """What one rank is: a GPU, or on a CPU profile a CPU rank."""
         return "GPU" if self.device == "cuda" else "rank"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.jobs.job import LEVELS, Job
+from harness.jobs.job import Job, level_rank
 from harness.jobs.registry import JOBS, job_of, with_site_jobs
 
 JOBS_KEY = pytest.StashKey[tuple[Job, ...]]()
@@ -65,11 +65,11 @@ LEVEL_KEY = pytest.StashKey[LevelSelection]()
 def select_level(config: pytest.Config, items: list[pytest.Item], level: str) -> LevelSelection:
     """Deselect the tests above ``level`` (pytest reports them as deselected) and record the selection."""
     jobs = session_jobs(config)
-    highest = LEVELS.index(level)
+    highest = level_rank(level)
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
-        (kept if LEVELS.index(level_of(item, jobs)) <= highest else dropped).append(item)
+        (kept if level_rank(level_of(item, jobs)) <= highest else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

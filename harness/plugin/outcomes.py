@@ -114,11 +114,10 @@ class SessionOutcomes:
         config = self.harness_session.config
         session = self.session
         exitstatus = int(session.exitstatus) if session is not None else 0
-        expected = ctx.expected_gpus if ctx.expected_gpus is not None else ctx.available_gpus
         level = ctx.options.level
         jobs = session_jobs(config)
         return SessionFacts(
-            required=tuple(required_tests(ctx.profile, expected, level=level, native_bf16=ctx.native_bf16,
+            required=tuple(required_tests(ctx.profile, ctx.node_gpus, level=level, native_bf16=ctx.native_bf16,
                                           nodes=judged_nodes(ctx), jobs=jobs)), jobs=jobs,
             collected=frozenset(self.collected), option_narrowing=_option_narrowing(ctx.options),
             selection_narrowing=_selection_narrowing(config), partial_collection=_names_part_of_the_suite(config),

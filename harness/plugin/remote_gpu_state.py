@@ -294,7 +294,7 @@ def remote_gpu_state(ctx: SessionContext) -> RemoteGpuState | None:
     if len(nodes) < 2:
         return None
     return RemoteGpuState(nodes=nodes[1:], directory=ctx.run_dir / PROBE_DIR,
-                          expected_gpus=ctx.expected_gpus if ctx.expected_gpus is not None else ctx.available_gpus)
+                          expected_gpus=ctx.node_gpus)
 
 
 def _read(path: Path) -> dict | None:

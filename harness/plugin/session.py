@@ -143,9 +143,9 @@ class HarnessSession:
         if components is not None and components.run is not None:
             launches["components"] = components.run.elapsed_s or 0.0
         ctx = self.ctx
-        gpus = ctx.expected_gpus if ctx.expected_gpus is not None else ctx.available_gpus
+        budget_of = time_budget(ctx.options.level, ctx.device, ctx.node_gpus)
         return session_timeline(ctx.run_dir, total_s=(datetime.now(timezone.utc) - started).total_seconds(),
-                                launches_s=launches, budget_of=time_budget(ctx.options.level, ctx.device, gpus))
+                                launches_s=launches, budget_of=budget_of)
 
     def summary(self) -> dict:
         """session.json: the session's facts and every test's result."""

@@ -30,7 +30,7 @@ profile = load_profile(Path(__file__).resolve().parents[2] / "thresholds" / "h10
 ctx = SimpleNamespace(device="cuda", hardware=SimpleNamespace(gpus=(), hostname=socket.gethostname()),
                       profile=profile, allocation=alloc, options=SimpleNamespace(level="standard", nodes=None),
                       run_dir=run_dir, expected_gpus=1,
-                      expected_gpus_source="test", available_gpus=1)
+                      expected_gpus_source="test", available_gpus=1, node_gpus=1)
 runner = GpuStateRunner(ctx=ctx)
 runner.start()
 case_step = subprocess.run([*srun_prefix(alloc, alloc.node_count), "hostname"], capture_output=True, text=True,
