@@ -325,6 +325,23 @@ NOTE_START = "# Bounds written as { ref, tol, hosts, runs, spread } were fitted"
 """How the note ``apply`` ends a profile with begins: an earlier fit's note is replaced, never kept beside."""
 
 
+def _line_of(lines: list[str], span: tuple[int, int], key: str) -> int | None:
+    """The index of ``key = ...`` within ``span`` of ``lines``; None when the section has no such key."""
+    start, end = span
+    return next((i for i in range(start, end) if lines[i].split("=")[0].strip() == key), None)
+
+
+def _set_line(lines: list[str], span: tuple[int, int], key: str, entry: str, before: str | None = None) -> None:
+    """``entry`` in place of ``key``'s line in ``span``; where there is none, inserted before the ``before``
+    key's line (a table's ``source`` closes it), else at the section's end."""
+    found = _line_of(lines, span, key)
+    if found is not None:
+        lines[found] = entry
+        return
+    at = _line_of(lines, span, before) if before is not None else None
+    lines.insert(span[1] if at is None else at, entry)
+
+
 def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
     """``text`` (a profile) with every fitted bound written as a reference table in its section, the
     ``source`` of each case table a bound was written into set to ``source`` (when given), ``[definitions]
@@ -338,24 +355,12 @@ def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
         span = _section_span(lines, table)
         if span is None:
             raise CalibrationError(f"the profile has no [{table}] table for the fitted {key}; add the case first")
-        start, end = span
         value = "{ " + ", ".join(f"{f.gpus} = {f.toml()}" for f in sorted(entries, key=lambda f: f.gpus)) + " }"
-        new = f"{key} = {value}"
-        found = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == key), None)
-        if found is not None:
-            lines[found] = new
-        else:
-            at = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == "source"), end)
-            lines.insert(at, new)
+        _set_line(lines, span, key, f"{key} = {value}", before="source")
     # [components] also holds bounds measured otherwise (GEMM, memory): its source stays the author's.
     for table in sorted({f.table for f in fitted if f.table != "components"} if source else ()):
-        start, end = _section_span(lines, table) or (0, 0)
-        entry = f"source = {json.dumps(source, ensure_ascii=False)}"
-        found = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == "source"), None)
-        if found is None:
-            lines.insert(end, entry)
-        else:
-            lines[found] = entry
+        _set_line(lines, _section_span(lines, table) or (0, 0), "source",
+                  f"source = {json.dumps(source, ensure_ascii=False)}")
     if fitted:
         lines = _set_definition(lines, "training" if any(f.table != "components" for f in fitted) else "components")
     return "\n".join(lines).rstrip() + "\n" + (f"# {note}\n" if note else "")
@@ -366,12 +371,7 @@ def _set_definition(lines: list[str], family: str) -> list[str]:
     entry = f'{family} = "{current_id(family)}"'
     if span is None:
         return lines + ["", "[definitions]", entry]
-    start, end = span
-    found = next((i for i in range(start, end) if lines[i].split("=")[0].strip() == family), None)
-    if found is None:
-        lines.insert(end, entry)
-    else:
-        lines[found] = entry
+    _set_line(lines, span, family, entry)
     return lines
 
 
