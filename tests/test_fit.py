@@ -112,7 +112,7 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
     profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
-                            assume_training_definition=None, leave_out="")
+                            assume_training_definition=None, leave_out="", source="")
     assert cli_fit(ns) == 0
     loaded = load_profile(profile)
     bounds = loaded.bounds("resnet50", "bf16")
@@ -128,7 +128,8 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
     before = load_profile(profile).bounds("resnet50", "bf16")
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
-                            assume_training_definition=None, leave_out="max_step_time_cv, min_weak_efficency")
+                            assume_training_definition=None, leave_out="max_step_time_cv, min_weak_efficency",
+                            source="")
     assert cli_fit(ns) == EXIT_USAGE_ERROR
     err = capsys.readouterr().err
     assert "--leave-out min_weak_efficency: not a bound calibrate-fit fits" in err and "min_weak_efficiency" in err
@@ -189,7 +190,7 @@ def test_a_fit_that_would_not_validate_replaces_nothing(three_hosts, tmp_path, c
     original = "schema_version = 1\n[hardware]\nname = \"toy\"\n"  # no [models.resnet50.bf16] to write into
     profile.write_text(original)
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None, report=None,
-                            min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="")
+                            min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="", source="")
     assert cli_fit(ns) == EXIT_USAGE_ERROR
     assert "has no [models.resnet50.bf16] table" in capsys.readouterr().err
     assert profile.read_text() == original

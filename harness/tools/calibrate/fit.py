@@ -452,10 +452,9 @@ def cli_fit(ns: Any) -> int:
                                                                  if hosts < MIN_HOSTS else "")
                 + (f", every tolerance at least {ns.min_tol:g}" if ns.min_tol else "")
                 + (f"; not fitted, as asked: {', '.join(sorted(left_out))}" if left_out else ""))
-        source = getattr(ns, "source", "")
         text = apply(profile_path.read_text(), fitted, note,
-                     f"fitted by harness calibrate-fit from {len(sessions)} sessions on {hosts} hosts ({source}); "
-                     "each bound { ref, tol, hosts, runs, spread }" if source else "")
+                     f"fitted by harness calibrate-fit from {len(sessions)} sessions on {hosts} hosts ({ns.source}); "
+                     "each bound { ref, tol, hosts, runs, spread }" if ns.source else "")
         output = Path(ns.output or ns.profile)
         validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
         write_text_atomic(output, text)
