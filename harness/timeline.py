@@ -1,13 +1,14 @@
 """Where a session's time went (issue 28): a per-phase timeline for session.json, the report and the
 terminal's last lines. Read from what the session wrote: each run record's ``phases_s`` (start-up,
 build, warm-up cold and hot, the straggler probe, the measured window) and the launches beside them.
+Pure: the caller reads the records (harness/run_directory.py).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
+
+from harness.results.reading import as_dict, as_number, as_text
 
 SIGN_OFF_BUDGET_S = 210.0
 """Issue 28's target for the default (standard) session on a node of up to 4 GPUs: 180 s on 4 x H200, 210 s
@@ -40,37 +41,38 @@ def budget(level: str, device: str, gpus: int) -> tuple[float, str] | None:
     return SIGN_OFF_BUDGET_S, "a sign-off of up to 4 GPUs should take"
 
 
-def timeline(run_dir: Path, *, total_s: float, launches_s: dict[str, float],
+def timeline(records: Iterable[dict], *, total_s: float, launches_s: dict[str, float],
              budget_of: tuple[float, str] | None = None) -> dict[str, Any]:
-    """Seconds per phase over every benchmark record in ``run_dir``/runs, the other launches' seconds
-    (``launches_s``: components, all-reduce, ...), what the session spent outside both, and the session's
-    time budget (``budget``) when it has one."""
+    """Seconds per phase over the session's benchmark ``records`` (runs/*.json as read), the other launches'
+    seconds (``launches_s``: components, all-reduce, ...), what the session spent outside both, and the
+    session's time budget (``budget``) when it has one. A value that is not a number counts as none."""
     phases = dict.fromkeys(PHASES, 0.0)
-    records = 0
-    for path in sorted((Path(run_dir) / "runs").glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        times = record.get("phases_s") or {}
+    counted = 0
+    for record in records:
+        times = record.get("phases_s")
         if not isinstance(times, dict):
             continue
-        records += 1
-        if "-confirm" in str(record.get("run_id", "")):
-            phases["confirmations"] += float(times.get("launch_total") or 0.0)
+        counted += 1
+        if "-confirm" in as_text(record.get("run_id")):
+            phases["confirmations"] += _seconds(times, "launch_total")
             continue
-        settle = ((record.get("settings") or {}).get("launch") or {}).get("settle")
-        phases["start-up"] += sum(float(times.get(key) or 0.0) for key in STARTUP)
-        phases["build"] += float(times.get("build") or 0.0)
-        phases["warm-up (hot)" if settle == "hot" else "autotune + warm-up (cold)"] += float(times.get("warmup") or 0)
-        phases["straggler probe"] += float(times.get("probe") or 0.0)
-        phases["windows"] += float(times.get("measure") or 0.0)
+        settle = as_dict(as_dict(record.get("settings")).get("launch")).get("settle")
+        phases["start-up"] += _seconds(times, *STARTUP)
+        phases["build"] += _seconds(times, "build")
+        phases["warm-up (hot)" if settle == "hot" else "autotune + warm-up (cold)"] += _seconds(times, "warmup")
+        phases["straggler probe"] += _seconds(times, "probe")
+        phases["windows"] += _seconds(times, "measure")
     accounted = sum(phases.values()) + sum(launches_s.values())
-    return {"total_s": round(total_s, 1), "records": records,
+    return {"total_s": round(total_s, 1), "records": counted,
             "phases_s": {name: round(value, 1) for name, value in phases.items()},
             "launches_s": {name: round(value, 1) for name, value in launches_s.items()},
             "other_s": round(max(0.0, total_s - accounted), 1),
             **({"budget_s": round(budget_of[0], 1), "budget_of": budget_of[1]} if budget_of is not None else {})}
+
+
+def _seconds(times: dict, *keys: str) -> float:
+    """The sum of a record's ``phases_s`` entries ``keys``; one that is not a number counts as none."""
+    return sum(as_number(times.get(key)) or 0.0 for key in keys)
 
 
 def over_budget(total_s: float, line: dict[str, Any]) -> str:

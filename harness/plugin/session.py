@@ -45,6 +45,7 @@ from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.rundir import make_run_dir, make_run_id
 from harness.plugin.soak import SoakRunner
+from harness.run_directory import read_run_directory
 from harness.timeline import budget as time_budget
 from harness.timeline import timeline as session_timeline
 from harness.profile.bounds import CaseBounds, Profile
@@ -144,7 +145,8 @@ class HarnessSession:
             launches["components"] = components.run.elapsed_s or 0.0
         ctx = self.ctx
         budget_of = time_budget(ctx.options.level, ctx.device, ctx.node_gpus)
-        return session_timeline(ctx.run_dir, total_s=(datetime.now(timezone.utc) - started).total_seconds(),
+        records = [record.data for record in read_run_directory(ctx.run_dir).records]
+        return session_timeline(records, total_s=(datetime.now(timezone.utc) - started).total_seconds(),
                                 launches_s=launches, budget_of=budget_of)
 
     def summary(self) -> dict:
