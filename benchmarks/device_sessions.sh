@@ -21,7 +21,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 python3 benchmarks/signoff_time.py --times "$times" --report-dir "/tmp/sessions/$name" -- "$@" > "$out/$name.txt" 2>&1
 status=$?
 # The sessions' records, verdicts and reports; rank logs only of launches that failed (they are large).
-tar czf "$out/$name.tgz" -C /tmp/sessions "$name" --exclude='*/logs/*/rank*.log' --exclude='*.sqlite*' \
-    --exclude='history.sqlite.d' 2>/dev/null
+tar czf "$out/$name.tgz" --exclude='*/logs/*/rank*.log' --exclude='*.sqlite*' \
+    --exclude='history.sqlite.d' -C /tmp/sessions "$name" 2>/dev/null
 tail -n 60 "$out/$name.txt"
 exit $status

@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
-# One lent multi-GPU machine, the checks of issues 27 and 28 in one call: a default session against
-# the fitted profile (a host the bounds were not fitted on), the quick level on the whole node and
-# with GPU 3 hidden, a partial interconnect degradation (one NCCL channel) on the BERT cases, and a
-# bare DDP loop beside the session's figures. Run from the repository root there, the wheels of
-# pytest-json-report and pytest-metadata in .whl/:   bash benchmarks/device_verify.sh
+# One lent multi-GPU machine, the checks of issues 27 and 28 in one call. Run from the repository root
+# there, the wheels of pytest-json-report and pytest-metadata in .whl/:
+#
+#     bash benchmarks/device_verify.sh [STEP...]
+#
+# Steps, in the order given (default: default hidden-gpu3 quick one-nccl-channel reference):
+#   default            the default session against the shipped profile (a host the bounds were not fitted on)
+#   default2, default3 the same again (a second and third session on this host)
+#   quick              the quick level on the whole node
+#   hidden-gpu3        the quick level with GPU 3 hidden (the missing GPU must be named)
+#   one-nccl-channel   the all-reduce tests with NCCL_MAX_NCHANNELS=1 (a partial interconnect degradation)
+#   reference          a bare DDP loop on every GPU (benchmarks/reference_loop.py), beside the sessions' figures
+#   selftest           harness selftest --rows foreign_load,hidden_gpu (the headline must name the GPU)
+#   probe-interconnect (calibration only) gives this copy's profile a probe [interconnect] bound of 1 GB/s,
+#                      so the all-reduce sweep runs and records its figures for `harness calibrate-fit`;
+#                      it changes the copy on the lent machine, never the repository's profile
+#   no-confirm         (calibration only) no confirm-before-FAIL re-measures in this copy: calibrate-fit
+#                      fits from each case's first measurement and skips re-measures, so they only cost time
+# Each step's records come back as $OUT/STEP.tgz and its last lines in $OUT/verify.txt.
 set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/v
@@ -11,24 +25,44 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     || exit 3
 export PYTHONPATH=/tmp/site:$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-nvidia-smi --query-gpu=index,name,uuid,power.limit --format=csv > "$out/gpus.txt" 2>&1
+{ nvidia-smi --query-gpu=index,name,uuid,power.limit,clocks.max.sm --format=csv; nvidia-smi topo -m; } \
+    > "$out/gpus.txt" 2>&1
+gpus=$(nvidia-smi -L | wc -l)
 session() {  # NAME, then pytest arguments: the session's last lines and its wall time into NAME.txt
     local name=$1; shift
     local start=$SECONDS
     python3 -m pytest -p harness.plugin acceptance -q -rfEs --harness-report-dir "/tmp/v/$name" "$@" \
         > "/tmp/v/$name.log" 2>&1
     local status=$?
-    { echo "== $name: exit $status, $((SECONDS - start)) s wall"; grep -E "^(FAILED|harness: (PASS|FAIL|INCOMPLETE|failed|did not run|NOT JUDGED))| passed| failed" "/tmp/v/$name.log" | tail -n 25; } \
+    { echo "== $name: exit $status, $((SECONDS - start)) s wall"; grep -E "^(FAILED|harness: (PASS|FAIL|INCOMPLETE|failed|did not run|NOT JUDGED|time))| passed| failed" "/tmp/v/$name.log" | tail -n 25; } \
         | tee -a "$out/verify.txt"
     # Each session's records and verdicts come back even when a later step runs past the call's limit.
-    tar czf "$out/$name.tgz" -C /tmp/v "$name" --exclude='*/logs/*/rank*.log' --exclude='*.sqlite*' \
-        --exclude='history.sqlite.d' 2>/dev/null
+    tar czf "$out/$name.tgz" --exclude='*/logs/*/rank*.log' --exclude='*.sqlite*' \
+        --exclude='history.sqlite.d' -C /tmp/v "$name" 2>/dev/null
 }
-session default -k "not soak"
-CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick
-session quick --harness-level quick
-NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k "weak_scaling and bert_large"
-torchrun --standalone --nproc-per-node=4 benchmarks/reference_loop.py --configs resnet50:bf16:256 \
-    bert_large:bf16:128 --seconds 5 --output /tmp/v/reference-4gpu.json > /tmp/v/reference.log 2>&1
-{ echo "== bare DDP loop, 4 GPUs"; cat /tmp/v/reference-4gpu.json; } >> "$out/verify.txt" 2>&1
+[ $# -gt 0 ] || set -- default hidden-gpu3 quick one-nccl-channel reference
+for step in "$@"; do
+    case $step in
+        default|default2|default3) session "$step" -k "not soak" ;;
+        quick) session quick --harness-level quick ;;
+        hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;
+        one-nccl-channel) NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k "allreduce or topology" ;;
+        reference)
+            torchrun --standalone --nproc-per-node="$gpus" benchmarks/reference_loop.py \
+                --configs resnet50:bf16:256 bert_large:bf16:128 --seconds 5 --output /tmp/v/reference.json \
+                > /tmp/v/reference.log 2>&1
+            { echo "== bare DDP loop, $gpus GPUs"; cat /tmp/v/reference.json; } >> "$out/verify.txt" 2>&1 ;;
+        selftest)
+            start=$SECONDS
+            python3 -m harness selftest --rows foreign_load,hidden_gpu > /tmp/v/selftest.log 2>&1
+            { echo "== selftest: exit $?, $((SECONDS - start)) s wall"; tail -n 30 /tmp/v/selftest.log; } >> "$out/verify.txt" ;;
+        probe-interconnect)
+            for profile in thresholds/*.toml; do
+                grep -q '^\[interconnect\]' "$profile" && continue
+                printf '\n[interconnect]\nmin_allreduce_busbw_gbps = { 2 = 1, 4 = 1, 8 = 1 }\nsource = "calibration probe on the lent machine (benchmarks/device_verify.sh), never shipped"\n' >> "$profile"
+            done ;;
+        no-confirm) sed -i 's/^MAX_REMEASURES = .*/MAX_REMEASURES = 0/' harness/checks/confirm.py ;;
+        *) echo "unknown step $step" >&2; exit 2 ;;
+    esac
+done
 tail -n 80 "$out/verify.txt"

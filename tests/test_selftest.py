@@ -4,6 +4,8 @@ the host_sync fault and the foreign load's trigger. Pure or file-level; no sessi
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import subprocess
@@ -141,6 +143,10 @@ def test_every_row_passes_the_same_base_arguments_to_its_session():
 # --- judging a row ---------------------------------------------------------------------------------
 
 GPU_ROWS = _rows("h200", visible=2, node=2)
+# The judging tests below judge rows whose symptom is the per-GPU rate (a profile that bounds it at 2 GPUs);
+# which symptom a profile's row expects is planning, tested above.
+GPU_ROWS["foreign_load"] = dataclasses.replace(GPU_ROWS["foreign_load"],
+                                               expected_keys=("throughput_per_gpu", "foreign_processes"))
 
 
 def test_a_caught_foreign_load_names_its_pid():
@@ -160,6 +166,16 @@ def test_the_foreign_load_runs_on_the_last_gpu_of_the_largest_ddp_case_the_node_
     assert three.pytest_args[-2:] == ("--harness-gpus", "2") and three.foreign_load.gpu_uuid == UUIDS[1]
     one = _rows("h100-80gb", visible=1, node=1)["foreign_load"]
     assert one.pytest_args[-2:] == ("--harness-gpus", "1") and one.headline_tokens == ("GPU 0",)
+
+
+def test_the_ddp_foreign_load_row_expects_the_symptom_the_profile_bounds_at_its_gpu_count():
+    """Seen on 4 x H100 (host E, 2026-11-27): the fitted h100-80gb bounds a 4-GPU case's per-GPU rate only
+    through its weak efficiency, so the row that expected throughput_per_gpu reported "check not found"
+    although the session failed weak_efficiency 0.439 and named pid and GPU 3 in its headline."""
+    four = _rows("h100-80gb", visible=4, node=4)["foreign_load"]
+    assert four.expected_keys == ("weak_efficiency", "foreign_processes") and four.require == "all"
+    one = _rows("h100-80gb", visible=1, node=1)["foreign_load"]  # the 1-GPU case: its own rate is bounded
+    assert one.expected_keys == ("throughput_per_gpu", "foreign_processes")
 
 
 def test_a_foreign_load_named_in_the_notes_but_not_the_headline_fails_the_row():

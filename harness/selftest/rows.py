@@ -123,11 +123,13 @@ def plan_rows(*, profile: Profile, visible_gpus: list[NodeGpu], node_gpus: list[
     no_case = f"profile {profile.name} has no case with a throughput bound"
     ddp_gpus = ddp_gpu_count(profile, len(visible_gpus)) if device == "cuda" else 1
     load_args: tuple[str, ...] = ()
+    symptom = "throughput_per_gpu"
     if case is not None:
         case_args = (SCALING_TEST, "--harness-models", case[0], "--harness-precisions", case[1], "--harness-gpus", "1")
         load_args = (*case_args[:-1], str(ddp_gpus))
+        symptom = load_symptom(profile, case, ddp_gpus)
     return [_foreign_load_row(device, visible_gpus[:ddp_gpus], cores, base_args + load_args,
-                              no_case if case is None else None),
+                              no_case if case is None else None, symptom),
             _nccl_row(device, visible_gpus, base_args),
             _hidden_gpu_row(device, node_gpus, base_args) if device == "cuda" else _hidden_core_row(cores, base_args),
             _host_sync_row(device, base_args + case_args, no_case if case is None else None)]
@@ -140,15 +142,25 @@ def ddp_gpu_count(profile: Profile, visible: int) -> int:
     return max(counts) if counts else 1
 
 
+def load_symptom(profile: Profile, case: tuple[str, str], gpus: int) -> str:
+    """The performance check a foreign load on one GPU of the ``gpus``-GPU case must fail: its weak-scaling
+    efficiency where the profile bounds it at that count (every rank waits for the loaded GPU, and a profile
+    fitted per shape bounds a DDP case's per-GPU rate only through it), else the per-GPU throughput."""
+    bounds = profile.bounds(*case)
+    if gpus > 1 and bounds is not None and bounds.at("min_weak_efficiency", gpus) is not None:
+        return "weak_efficiency"
+    return "throughput_per_gpu"
+
+
 def _foreign_load_row(device: str, case_gpus: list[NodeGpu], cores: tuple[int, ...], args: tuple[str, ...],
-                      no_case: str | None) -> RowSpec:
+                      no_case: str | None, symptom: str) -> RowSpec:
     if device == "cuda":
         # The case's last GPU, not its first: the rank-0 GPU is where a careless verdict looks anyway.
         target = case_gpus[-1] if case_gpus else None
         ddp = f"of the {len(case_gpus)}-GPU DDP case " if len(case_gpus) > 1 else ""
         return RowSpec(key="foreign_load", injected=f"foreign matmul loop on GPU {target.index if target else '?'} "
                        f"{ddp}from the case's warmup on",
-                       expected_keys=("throughput_per_gpu", "foreign_processes"), pytest_args=args,
+                       expected_keys=(symptom, "foreign_processes"), pytest_args=args,
                        not_applicable=no_case or (None if target else "no GPU visible"),
                        foreign_load=ForeignLoad(device="cuda", gpu_uuid=target.uuid if target else None),
                        headline_tokens=(f"GPU {target.index}",) if target else ())
