@@ -5,7 +5,6 @@ the host_sync fault and the foreign load's trigger. Pure or file-level; no sessi
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import os
 import subprocess
