@@ -22,6 +22,7 @@ import os
 import stat
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -210,7 +211,10 @@ def read_json_file(path: Path, max_bytes: int = JSON_MAX_BYTES, max_depth: int =
 
     Raises FileNotFoundError (nothing there), InputFileError (not a regular file, too large, too deep),
     OSError (cannot be read) and ValueError (not JSON; json.JSONDecodeError carries the line)."""
-    text = read_regular_bytes(path, max_bytes).decode("utf-8", errors="replace")
+    raw = read_regular_bytes(path, max_bytes)
+    if Path(path).name.endswith(".gz"):
+        raw = _gunzip_bounded(path, raw, max_bytes)
+    text = raw.decode("utf-8", errors="replace")
     try:
         return parse_json_bounded(text, str(path), max_depth)
     except RecursionError:  # a smaller stack than the depth cap assumes
@@ -219,6 +223,20 @@ def read_json_file(path: Path, max_bytes: int = JSON_MAX_BYTES, max_depth: int =
         if not isinstance(exc, json.JSONDecodeError) and "nested too deeply" in str(exc):
             raise InputFileError(str(exc)) from None
         raise
+
+
+def _gunzip_bounded(path: Path, packed: bytes, max_bytes: int) -> bytes:
+    """``packed`` (a run directory archived as ``*.json.gz``, as docs/data keeps them) unpacked, at most
+    ``max_bytes`` of it: a small file that unpacks to gigabytes is refused like a large one."""
+    unpacker = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        data = unpacker.decompress(packed, max_bytes + 1)
+    except zlib.error as exc:
+        raise InputFileError(f"{path}: is not a readable gzip file ({exc}); unpack it or write it again") from None
+    if len(data) > max_bytes or unpacker.unconsumed_tail:
+        raise InputFileError(f"{path}: unpacks to more than the {max_bytes:,} bytes this reader takes; "
+                             "it is not a file the harness wrote: move it out of the way")
+    return data
 
 
 def default_file_mode() -> int:

@@ -25,6 +25,9 @@ from harness.files import InputFileError, read_json_file
 from harness.records import RunRecord, record_case
 from harness.results.reading import as_number, clean_text
 
+PACKED = ".gz"
+"""A run directory archived file by file (``session.json.gz``, ``runs/<case>.json.gz``, as docs/data keeps
+them) reads as the directory it was: each file is read packed where the plain one is not there."""
 SESSION_FILE = "session.json"
 REPORT_FILE = "report.json"
 RUNS_DIR = "runs"
@@ -125,20 +128,31 @@ def read_run_directory(path: Path, *, launch_records: bool = False) -> RunDirect
     problems: list[Problem] = []
     summaries: dict[str, dict | None] = {}
     for name in (SESSION_FILE, REPORT_FILE):
-        summaries[name], what = read_json_object(path / name)
+        file = path / name
+        if not file.exists() and (path / f"{name}{PACKED}").exists():
+            file = path / f"{name}{PACKED}"
+        summaries[name], what = read_json_object(file)
         if what is not None:
             problems.append(Problem(file=name, what=what))
     runs = path / RUNS_DIR
     records: list[RecordFile] = []
-    for file in sorted(runs.glob("*.json")) if runs.is_dir() else ():
+    for file in _run_files(runs) if runs.is_dir() else ():
         data, what = read_json_object(file)
+        name = file.name.removesuffix(PACKED).removesuffix(".json")
         if data is None:
             problems.append(Problem(file=f"{RUNS_DIR}/{file.name}", what=what or MISSING))
         else:
-            records.append(RecordFile(file=f"{RUNS_DIR}/{file.name}", name=file.stem, data=data))
+            records.append(RecordFile(file=f"{RUNS_DIR}/{file.name}", name=name, data=data))
     return RunDirectory(path=path, session=summaries[SESSION_FILE], report=summaries[REPORT_FILE],
                         has_runs=runs.is_dir(), records=tuple(records), problems=tuple(problems),
                         launch_records=_launch_records(path, {r.name for r in records}) if launch_records else ())
+
+
+def _run_files(runs: Path) -> list[Path]:
+    """``runs/*.json``, and ``runs/*.json.gz`` of the cases with no plain file, in case-name order."""
+    plain = {file.name: file for file in runs.glob("*.json")}
+    packed = {file.name.removesuffix(PACKED): file for file in runs.glob(f"*.json{PACKED}")}
+    return [plain.get(name) or packed[name] for name in sorted({**packed, **plain})]
 
 
 def _launch_records(path: Path, read: set[str]) -> tuple[RecordFile, ...]:
@@ -219,7 +233,7 @@ def _record_problem(record: RunRecord) -> str | None:
 
 def is_run_dir(path: Path) -> bool:
     """A directory an acceptance session wrote: it holds session.json or report.json."""
-    return (path / SESSION_FILE).is_file() or (path / REPORT_FILE).is_file()
+    return any((path / f"{name}{suffix}").is_file() for name in (SESSION_FILE, REPORT_FILE) for suffix in ("", PACKED))
 
 
 def find_run_dirs(paths: list[Path]) -> list[Path]:

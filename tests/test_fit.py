@@ -219,9 +219,10 @@ def unpacked(folder: Path, tmp_path: Path) -> Path:
     return target
 
 
-def test_the_shipped_h100_training_bounds_come_out_of_their_healthy_sessions(tmp_path):
-    """thresholds/h100-80gb.toml's fitted bounds, re-fitted from the archived sessions they were fitted from."""
-    sessions = [read_session(unpacked(folder, tmp_path), assume_training="2026-11-27") for folder in HEALTHY]
+def test_the_shipped_h100_training_bounds_come_out_of_their_healthy_sessions():
+    """thresholds/h100-80gb.toml's fitted bounds, re-fitted from the archived sessions they were fitted from (read
+    packed, as docs/data keeps them)."""
+    sessions = [read_session(folder, assume_training="2026-11-27") for folder in HEALTHY]
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
     for fitted in fit(sessions):
         if fitted.table == "components":
@@ -241,7 +242,7 @@ def test_the_unhealthy_host_is_refused_and_fails_the_healthy_hosts_bounds(tmp_pa
         with pytest.raises(CalibrationError, match=r"throttling in test_gemm\[gpu0\]"):
             read_session(run_dir, assume_training="2026-11-27")
     limits = {(f.table, f.key, f.gpus): f for f in fit(
-        [read_session(unpacked(folder, tmp_path / "healthy"), assume_training="2026-11-27") for folder in HEALTHY])}
+        [read_session(folder, assume_training="2026-11-27") for folder in HEALTHY])}
     for run_dir in dirs:  # as the fit reads a session, its health gate aside
         summary = json.loads((run_dir / "session.json").read_text())
         summary["results"] = {}
@@ -257,11 +258,11 @@ def test_the_unhealthy_host_is_refused_and_fails_the_healthy_hosts_bounds(tmp_pa
 HOST_E = REPO / "docs" / "data" / "2026-11-27-h100x4-host-e" / "sessions"
 
 
-def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(tmp_path):
+def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound():
     """Host E (docs/data/2026-11-27-h100x4-host-e): each figure its default session measured, as the fit reads
     it, meets the shipped h100-80gb bound of its table, key and GPU count, and every fitted bound was met."""
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
-    session = read_session(unpacked(HOST_E / "20261127-124457-vm-h100-80gb-900", tmp_path))
+    session = read_session(HOST_E / "20261127-124457-vm-h100-80gb-900")
     judged = set()
     for figure in session.figures:
         if figure.table == "components":

@@ -3,6 +3,7 @@ used is one problem line naming it, never an exception; what is read comes back 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -30,6 +31,42 @@ def test_an_intact_directory_is_read_whole_and_uncleaned(tmp_path):
     assert [(r.file, r.name) for r in directory.records] == [("runs/a.json", "a")]
     assert directory.records[0].data["note"] == "\x1b[2J", "cleaning is the report's, not the reader's"
     assert directory.problems == () and directory.has_runs
+
+
+def _packed(run_dir: Path) -> Path:
+    """``run_dir`` archived file by file, as docs/data keeps sessions: every JSON file gzipped in place."""
+    for path in [*run_dir.glob("*.json"), *run_dir.glob("runs/*.json")]:
+        path.with_name(f"{path.name}.gz").write_bytes(gzip.compress(path.read_bytes()))
+        path.unlink()
+    return run_dir
+
+
+def test_an_archived_directory_reads_as_the_directory_it_was(tmp_path):
+    plain = read_run_directory(_run_dir(tmp_path / "plain"))
+    packed = read_run_directory(_packed(_run_dir(tmp_path / "packed")))
+    assert (packed.session, packed.report) == (plain.session, plain.report) and packed.problems == ()
+    assert [(r.name, r.data) for r in packed.records] == [(r.name, r.data) for r in plain.records]
+    assert [r.file for r in packed.records] == ["runs/a.json.gz"]
+    assert find_run_dirs([tmp_path]) == [tmp_path / "packed", tmp_path / "plain"]
+
+
+def test_a_plain_file_wins_over_its_packed_copy(tmp_path):
+    run_dir = _run_dir(tmp_path)
+    (run_dir / "runs" / "a.json.gz").write_bytes(gzip.compress(b'{"run_id": "stale"}'))
+    (run_dir / "runs" / "b.json.gz").write_bytes(gzip.compress(b'{"run_id": "b"}'))
+    assert [(r.name, r.data["run_id"]) for r in read_run_directory(run_dir).records] == [("a", "a"), ("b", "b")]
+
+
+@pytest.mark.parametrize(("packed", "what"), [
+    (b"not gzip at all", "is not a readable gzip file"),
+    (gzip.compress(b" " * (JSON_MAX_BYTES + 1)), f"unpacks to more than the {JSON_MAX_BYTES:,} bytes"),
+    (gzip.compress(b'{"results": {'), "is not valid JSON at line 1"),
+])
+def test_an_unusable_packed_file_is_a_problem_naming_it(tmp_path, packed, what):
+    run_dir = _packed(_run_dir(tmp_path))
+    (run_dir / "session.json.gz").write_bytes(packed)
+    directory = read_run_directory(run_dir)
+    assert directory.session is None and what in directory.problem_of("session.json")
 
 
 def _sparse(path: Path, size: int) -> None:
