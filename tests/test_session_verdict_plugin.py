@@ -224,16 +224,20 @@ def h100_node(h100_session, monkeypatch, tmp_path):  # noqa: F811 - the fixture 
     run_session, _, root = h100_session
     for test_file in (ROOT / "acceptance").glob("test_*.py"):
         # The GPU-state test is there already; the component tests would launch real benchmarks
-        # (tests/test_components*.py fake those), so the profile's [components] is left out here.
+        # (tests/test_components*.py fake those), so the profile's [components] is left out here, and
+        # its [topology] (below).
         if test_file.name not in ("test_gpu_state.py", "test_components.py"):
             (root / test_file.name).write_text(test_file.read_text())
             # this process may hold tests/test_soak.py, tests/test_interconnect.py under the same names
             monkeypatch.delitem(sys.modules, test_file.stem, raising=False)
     for profile in (tmp_path / "thresholds").glob("h100-80gb.toml"):  # h100_session's copy
+        # [topology] too: its test reads the node's NVML (tests/test_interconnect.py fakes that).
         text = profile.read_text()
-        start = text.index("\n[components]")
-        end = text.find("\n[", start + 1)
-        profile.write_text(one_gpu_shape(text[:start] + (text[end:] if end != -1 else "\n")))
+        for section in ("components", "topology"):
+            start = text.index(f"\n[{section}]")
+            end = text.find("\n[", start + 1)
+            text = text[:start] + (text[end:] if end != -1 else "\n")
+        profile.write_text(one_gpu_shape(text))
     launcher = FakeLauncher(per_gpu=1e6)
     monkeypatch.setattr("harness.launch.benchmark.run_benchmark", launcher)
     monkeypatch.setattr("harness.launch.group.run_benchmark_group", launcher.group)
@@ -277,7 +281,9 @@ def test_the_shipped_h100_profile_leaves_a_1gpu_node_incomplete_naming_the_unmea
 def test_a_gpu_node_asked_for_two_gpus_is_not_signed_off(h100_node):
     result, verdict = h100_node("--models", "resnet50", "--gpus", "1,2")
     assert (verdict["verdict"], verdict["scope"], result.ret) == ("INCOMPLETE", "partial: 4 of 10 profile cases", 6)
-    assert [n["reason"] for n in verdict["not_run"]] == ["needs 2 GPUs; this node has 1"] * 2
+    # the two 2-GPU cases and, since the profile bounds all-reduce on 2 GPUs, the 2-GPU all-reduce
+    assert [n["reason"] for n in verdict["not_run"]] == ["needs 2 GPUs; this node has 1"] * 3
+    assert "test_allreduce_bus_bandwidth[2gpu]" in [n["name"] for n in verdict["not_run"]]
 
 
 def test_a_gpu_node_without_its_state_test_is_incomplete(h100_node, pytester):
