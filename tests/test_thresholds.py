@@ -197,7 +197,7 @@ def test_resolved_bounds_have_a_json_form_and_say_what_came_from_defaults(tmp_pa
     assert "inherited" not in data  # a result carries it beside the bounds, as bounds_inherited
     assert set(data) == {f.name for f in dataclasses.fields(CaseBounds)} - {"inherited"}
     assert profile.interconnect.to_dict() == {"min_allreduce_busbw_gbps": {"2": 290.0, "8": 330.0},
-                                              "source": "measured on gpu-017"}
+                                              "source": "measured on gpu-017", "references": {}}
     assert profile.topology.to_dict()["nvlinks_per_gpu"] == 18
     assert profile.soak.to_dict() == {"max_throughput_decay": 0.03, "source": "harness default"}
 

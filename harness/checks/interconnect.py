@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.results.check import Check
+from harness.checks.shapes import reference_note
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.launch.allreduce import AllReduceRun
 from harness.node.topology import why_no_nvlink
@@ -48,7 +49,8 @@ def _busbw_check(run: AllReduceRun, bounds: Any) -> Check:
                      comparison=">=", passed=None, source=bounds.source,
                      note=f"the profile has no bound for {run.gpus} GPUs")
     return Check(name=name, key="allreduce_busbw", kind="performance", measured=measured, bound=bound, unit="GB/s",
-                 comparison=">=", passed=measured is not None and measured >= bound, source=bounds.source)
+                 comparison=">=", passed=measured is not None and measured >= bound, source=bounds.source,
+                 note=reference_note(bounds, "min_allreduce_busbw_gbps", run.gpus, measured))
 
 
 def pcie_under_load(telemetry: dict | None) -> dict[str, dict]:

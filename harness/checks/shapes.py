@@ -8,7 +8,7 @@ figure. Pure: records and profile bounds in, numbers and words out.
 
 from __future__ import annotations
 
-from harness.profile.bounds import CaseBounds, ComponentBounds
+from harness.profile.bounds import CaseBounds, ComponentBounds, InterconnectBounds
 from harness.records import RunRecord
 
 
@@ -32,7 +32,7 @@ def bound_for(bounds: CaseBounds | ComponentBounds, key: str, gpus: int, shape: 
                   f"(the profile has it for {measured})")
 
 
-def reference_note(bounds: CaseBounds, key: str, gpus: int, measured: float | None) -> str:
+def reference_note(bounds: CaseBounds | InterconnectBounds, key: str, gpus: int, measured: float | None) -> str:
     """``3.1 % under this kind's reference 0.985 (3 hosts, 9 runs)`` for a bound written as a reference."""
     reference = bounds.reference(key, gpus)
     if reference is None or measured is None or not reference.ref:

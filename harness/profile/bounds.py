@@ -128,6 +128,11 @@ class InterconnectBounds(_JsonForm):
     min_allreduce_busbw_gbps: dict[int, float]
     """GPU count -> lowest acceptable all-reduce bus bandwidth, GB/s (10⁹ bytes/s, nccl-tests busbw)."""
     source: str
+    references: References = field(default_factory=dict)
+    """The bounds above written as a reference and a tolerance (fitted across hosts by calibrate-fit)."""
+
+    def reference(self, key: str, gpus: int) -> Reference | None:
+        return self.references.get(key, {}).get(gpus)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

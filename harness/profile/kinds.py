@@ -244,7 +244,8 @@ BOOLEAN: Kind = _boolean
 STRING_ARRAY: Kind = _array_of(_string, "string")
 GPU_COUNT_ARRAY: Kind = _array_of(_integer, "GPU count")
 FRACTION_BY_GPU_COUNT: Kind = _gpu_count_table(bound_value)
-NUMBER_BY_GPU_COUNT: Kind = _gpu_count_table(number)
+BOUND_BY_GPU_COUNT: Kind = _gpu_count_table(bound_value)
+"""GPU count (>= 2) -> a bound (a number or a reference) of the GPUs together: the all-reduce bus bandwidth."""
 BOUND_BY_GPUS_AT_ONCE: Kind = _gpu_count_table(
     bound_value, _gpu_count_key_from(1, "GPUs measured at once", _AT_ONCE_EXAMPLE), _AT_ONCE_EXAMPLE, _AT_ONCE_HINT)
 """GPUs measured at once (>= 1) -> a bound (a number or a reference): health, rates, the concurrent host link."""

@@ -89,6 +89,11 @@ def _component_bounds(table: Mapping[str, Any]) -> ComponentBounds:
     return ComponentBounds(**values, references=references)
 
 
+def _interconnect_bounds(table: Mapping[str, Any]) -> InterconnectBounds:
+    values, references = _limits(table)
+    return InterconnectBounds(**values, references=references)
+
+
 def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any]) -> Profile:
     hardware = checked["hardware"]
     defaults = checked["defaults"]
@@ -109,7 +114,7 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         run=RunSettings(**checked.get("run", {})),
         cases=cases,
         raw=raw,
-        interconnect=InterconnectBounds(**checked["interconnect"]) if "interconnect" in checked else None,
+        interconnect=_interconnect_bounds(checked["interconnect"]) if "interconnect" in checked else None,
         topology=TopologyBounds(**checked["topology"]) if "topology" in checked else None,
         soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,

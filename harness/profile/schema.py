@@ -20,8 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.definitions import FAMILIES
-from harness.profile.kinds import (BOOLEAN, BOUND_BY_GPUS_AT_ONCE, BOUND_BY_GPUS_TOGETHER, FRACTION_BY_GPU_COUNT,
-                                   GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER, NUMBER_BY_GPU_COUNT, STRING,
+from harness.profile.kinds import (BOOLEAN, BOUND_BY_GPU_COUNT, BOUND_BY_GPUS_AT_ONCE, BOUND_BY_GPUS_TOGETHER,
+                                   FRACTION_BY_GPU_COUNT, GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER, STRING,
                                    STRING_ARRAY, Kind, Rule, keyed_table, number, wrong_type)
 from harness.profile.problems import KeyPath, ProblemReport, toml_repr
 from harness.catalog import GEMM_DTYPES
@@ -205,8 +205,9 @@ DEFAULTS_FIELDS = (
 )
 
 INTERCONNECT_FIELDS = (
-    Field(key="min_allreduce_busbw_gbps", kind=NUMBER_BY_GPU_COUNT, required=True, rule=_greater_than(0, " GB/s"),
-          doc="GPU count -> lowest all-reduce bus bandwidth, GB/s (10^9 bytes/s)"),
+    Field(key="min_allreduce_busbw_gbps", kind=BOUND_BY_GPU_COUNT, required=True, rule=_greater_than(0, " GB/s"),
+          doc="GPU count (>= 2) -> lowest all-reduce bus bandwidth, GB/s (10^9 bytes/s): a number, or "
+              "{ ref, tol, hosts, runs, spread } as harness calibrate-fit writes it"),
     Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
 )
 

@@ -40,13 +40,14 @@ FACTOR = 2.0
 FLOORS = {"min_samples_per_sec_per_gpu": 0.05, "min_weak_efficiency": 0.01, "min_strong_efficiency": 0.02,
           "min_gpu_utilization_pct": 0.02, "min_power_fraction_of_limit": 0.05, "max_step_time_cv": 0.5,
           "max_straggler_ratio": 0.01, "min_gpu_uniformity": 0.01, "min_h2d_concurrent_gbps": 0.05,
-          "min_d2h_concurrent_gbps": 0.05}
+          "min_d2h_concurrent_gbps": 0.05, "min_allreduce_busbw_gbps": 0.05}
 """The least tolerance of each bound, a fraction of its reference."""
 CHECK_TO_BOUND = {"throughput_per_gpu": "min_samples_per_sec_per_gpu", "weak_efficiency": "min_weak_efficiency",
                   "strong_efficiency": "min_strong_efficiency", "gpu_utilization": "min_gpu_utilization_pct",
                   "power_fraction_of_limit": "min_power_fraction_of_limit", "step_time_cv": "max_step_time_cv",
                   "straggler_ratio": "max_straggler_ratio", "gpu_uniformity": "min_gpu_uniformity",
-                  "h2d_concurrent": "min_h2d_concurrent_gbps", "d2h_concurrent": "min_d2h_concurrent_gbps"}
+                  "h2d_concurrent": "min_h2d_concurrent_gbps", "d2h_concurrent": "min_d2h_concurrent_gbps",
+                  "allreduce_busbw": "min_allreduce_busbw_gbps"}
 """The check key -> the profile key that bounds it."""
 MAX_GPUS = 64
 
@@ -168,6 +169,22 @@ def _component_figures(summary: dict, host: str, session: str, node_gpus: int) -
     return figures
 
 
+def _interconnect_figures(summary: dict, host: str, session: str) -> list[Figure]:
+    """The all-reduce bus bandwidth of each all-reduce test of the session, keyed by its GPU count: a session runs
+    them where its profile has an [interconnect] table, or with --harness-calibration where it has none yet."""
+    figures = []
+    for result in map(as_dict, as_dict(summary.get("results")).values()):
+        gpus = as_int(as_dict(result.get("interconnect")).get("gpus"))
+        if gpus is None or gpus < 2:
+            continue
+        for check in map(as_dict, as_list(result.get("checks"))):
+            measured = as_number(check.get("measured"))
+            if as_text(check.get("key")) == "allreduce_busbw" and measured is not None:
+                figures.append(Figure(table="interconnect", key="min_allreduce_busbw_gbps", gpus=gpus, value=measured,
+                                      host=host, session=session))
+    return figures
+
+
 def health_failures(summary: dict) -> list[str]:
     """Each health or sanity check the session failed (``throttling in test_gemm[gpu0]``), but those whose
     bounds this tool fits (a refit may be widening them): a host showing one is not healthy, and a bound
@@ -206,6 +223,8 @@ def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
     gpus = as_int(as_dict(summary.get("hardware")).get("gpu_count")) or 0
     session.figures = (_training_figures(records, host, run_dir.name)
                        + _component_figures(summary, host, run_dir.name, gpus))
+    if recorded.get("allreduce") == current_id("allreduce"):  # else its all-reduce was measured another way
+        session.figures += _interconnect_figures(summary, host, run_dir.name)
     return session
 
 
@@ -321,6 +340,9 @@ def _section_span(lines: list[str], table: str) -> tuple[int, int] | None:
     return None
 
 
+NEW_TABLES = ("interconnect",)
+"""Tables ``apply`` adds when the profile has none: a kind's all-reduce bounds may be fitted before it has any
+(its sessions ran with --harness-calibration); a case table is never invented (its batch size is the author's)."""
 NOTE_START = "# Bounds written as { ref, tol, hosts, runs, spread } were fitted"
 """How the note ``apply`` ends a profile with begins: an earlier fit's note is replaced, never kept beside."""
 
@@ -343,16 +365,20 @@ def _set_line(lines: list[str], span: tuple[int, int], key: str, entry: str, bef
 
 
 def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
-    """``text`` (a profile) with every fitted bound written as a reference table in its section, the
-    ``source`` of each case table a bound was written into set to ``source`` (when given), ``[definitions]
-    training`` set to this harness's definition, and ``note`` as the profile's last comment (an earlier
-    fit's note removed)."""
+    """``text`` (a profile) with every fitted bound written as a reference table in its section (an [interconnect]
+    the profile lacks is added), the ``source`` of each case and interconnect table a bound was written into set
+    to ``source`` (when given), ``[definitions]`` of each family fitted (training, else components; allreduce)
+    set to this harness's definition, and ``note`` as the profile's last comment (an earlier fit's note
+    removed)."""
     lines = [line for line in text.splitlines() if not line.startswith(NOTE_START)]
     by_line: dict[tuple[str, str], list[Fitted]] = {}
     for f in fitted:
         by_line.setdefault((f.table, f.key), []).append(f)
     for (table, key), entries in by_line.items():
         span = _section_span(lines, table)
+        if span is None and table in NEW_TABLES:  # a kind's first all-reduce bounds: its table, made here
+            lines += ["", f"[{table}]", f"source = {json.dumps(source or 'fitted by harness calibrate-fit')}"]
+            span = _section_span(lines, table)
         if span is None:
             raise CalibrationError(f"the profile has no [{table}] table for the fitted {key}; add the case first")
         value = "{ " + ", ".join(f"{f.gpus} = {f.toml()}" for f in sorted(entries, key=lambda f: f.gpus)) + " }"
@@ -361,8 +387,12 @@ def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
     for table in sorted({f.table for f in fitted if f.table != "components"} if source else ()):
         _set_line(lines, _section_span(lines, table) or (0, 0), "source",
                   f"source = {json.dumps(source, ensure_ascii=False)}")
-    if fitted:
-        lines = _set_definition(lines, "training" if any(f.table != "components" for f in fitted) else "components")
+    if any(f.table.startswith("models.") for f in fitted):
+        lines = _set_definition(lines, "training")
+    elif any(f.table == "components" for f in fitted):
+        lines = _set_definition(lines, "components")
+    if any(f.table == "interconnect" for f in fitted):
+        lines = _set_definition(lines, "allreduce")
     return "\n".join(lines).rstrip() + "\n" + (f"# {note}\n" if note else "")
 
 
