@@ -12,11 +12,10 @@
 #   one-nccl-channel   the all-reduce tests with NCCL_MAX_NCHANNELS=1 (a partial interconnect degradation)
 #   reference          a bare DDP loop on every GPU (benchmarks/reference_loop.py), beside the sessions' figures
 #   selftest           harness selftest --rows foreign_load,hidden_gpu (the headline must name the GPU)
-#   probe-interconnect (calibration only) gives this copy's profile a probe [interconnect] bound of 1 GB/s,
-#                      so the all-reduce sweep runs and records its figures for `harness calibrate-fit`;
-#                      it changes the copy on the lent machine, never the repository's profile
-#   no-confirm         (calibration only) no confirm-before-FAIL re-measures in this copy: calibrate-fit
-#                      fits from each case's first measurement and skips re-measures, so they only cost time
+#   calibration, calibration2, calibration3
+#                      a default session with --harness-calibration: first measurements for
+#                      `harness calibrate-fit` (no re-measures; the all-reduce measured where the profile has no
+#                      bound yet); never a sign-off
 # Each step's records come back as $OUT/STEP.tgz and its last lines in $OUT/verify.txt.
 set -u
 out=${OUT:-/tmp/out}
@@ -44,6 +43,7 @@ session() {  # NAME, then pytest arguments: the session's last lines and its wal
 for step in "$@"; do
     case $step in
         default|default2|default3) session "$step" -k "not soak" ;;
+        calibration|calibration2|calibration3) session "$step" -k "not soak" --harness-calibration ;;
         quick) session quick --harness-level quick ;;
         hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;
         one-nccl-channel) NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k "allreduce or topology" ;;
@@ -55,13 +55,9 @@ for step in "$@"; do
         selftest)
             start=$SECONDS
             python3 -m harness selftest --rows foreign_load,hidden_gpu > /tmp/v/selftest.log 2>&1
-            { echo "== selftest: exit $?, $((SECONDS - start)) s wall"; tail -n 30 /tmp/v/selftest.log; } >> "$out/verify.txt" ;;
-        probe-interconnect)
-            for profile in thresholds/*.toml; do
-                grep -q '^\[interconnect\]' "$profile" && continue
-                printf '\n[interconnect]\nmin_allreduce_busbw_gbps = { 2 = 1, 4 = 1, 8 = 1 }\nsource = "calibration probe on the lent machine (benchmarks/device_verify.sh), never shipped"\n' >> "$profile"
-            done ;;
-        no-confirm) sed -i 's/^MAX_REMEASURES = .*/MAX_REMEASURES = 0/' harness/checks/confirm.py ;;
+            { echo "== selftest: exit $?, $((SECONDS - start)) s wall"; tail -n 30 /tmp/v/selftest.log; } >> "$out/verify.txt"
+            tar czf "$out/selftest.tgz" --exclude='*/logs/*/rank*.log' --exclude='*.sqlite*' \
+                --exclude='history.sqlite.d' reports/selftest-* /tmp/v/selftest.log 2>/dev/null ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
 done

@@ -40,6 +40,13 @@ def test_a_miss_within_the_noise_is_in_doubt():
     assert confirm.doubted_key(first.checks, first.record, first.baseline) == "weak_efficiency"
 
 
+def test_a_calibration_session_re_measures_nothing_not_even_a_case_in_doubt():
+    """--harness-calibration: calibrate-fit fits each case's first figure and skips re-measures."""
+    for first in (case(948.0, ci=0.004), case(900.0, stop="max time")):
+        assert confirm.doubted_key(first.checks, first.record, first.baseline) == "weak_efficiency"
+        assert confirm.doubted_key(first.checks, first.record, first.baseline, calibration=True) is None
+
+
 def test_a_miss_on_an_unsettled_window_is_in_doubt_however_far():
     first = case(900.0, stop="max time")
     assert confirm.doubted_key(first.checks, first.record, first.baseline) == "weak_efficiency"
@@ -50,6 +57,7 @@ def test_a_direct_cause_is_never_re_measured():
     failed_run = full_record(status="failed")
     checks = weak_scaling_checks(failed_run, first.baseline, BOUNDS, telemetry_note="n/a")
     assert confirm.direct_failure(checks)
+    assert confirm.doubted_key(checks, failed_run, first.baseline) is None
 
 
 def test_two_clear_misses_agree_and_fail_confirmed_2_of_2():

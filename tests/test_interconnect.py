@@ -389,6 +389,20 @@ def test_a_profile_without_an_interconnect_section_runs_no_sweep(interconnect_su
     assert sweep.specs == []
 
 
+def test_a_calibration_session_measures_the_all_reduce_a_profile_has_no_bound_for(interconnect_suite, pytester):
+    """--harness-calibration: the sweep runs and its figure is recorded, not evaluated (calibrate-fit fits the
+    kind's first [interconnect] bound from it), and the session is never a sign-off."""
+    result, sweep = interconnect_suite(0.8, None, "--harness-calibration", "-v")
+    result.assert_outcomes(skipped=3)  # the all-reduce: measured, not evaluated; 64 cores; no GPU topology
+    result.stdout.fnmatch_lines(["*SKIPPED*not evaluated: the profile has no ?interconnect? section*"])
+    assert [s.world_size for s in sweep.specs] == [2]
+    summary = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
+    [result_2gpu] = [r for name, r in summary["results"].items() if "allreduce_bus_bandwidth[2gpu]" in name]
+    assert {c["key"]: (c["measured"], c["passed"]) for c in result_2gpu["checks"]}["allreduce_busbw"] == (0.8, None)
+    verdict = summary["session_verdict"]
+    assert not verdict["sign_off"] and "a calibration run (--harness-calibration)" in verdict["headline"]
+
+
 # --- a real sweep on two gloo ranks ----------------------------------------------------------
 
 

@@ -362,7 +362,7 @@ def test_the_allreduce_and_soak_results_carry_their_sections_bounds(suite, pytes
     run("--gpus", "2", "-k", "allreduce or soak", "--soak", "10s").assert_outcomes(passed=2)
     results = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())["results"]
     allreduce = next(r for nodeid, r in results.items() if "allreduce" in nodeid)
-    assert allreduce["bounds"] == {"min_allreduce_busbw_gbps": {"2": 0.1}, "source": "test busbw"}
+    assert allreduce["bounds"] == {"min_allreduce_busbw_gbps": {"2": 0.1}, "source": "test busbw", "references": {}}
     assert all(check["key"] for check in allreduce["checks"])
     soaked = next(r for nodeid, r in results.items() if "soak" in nodeid)
     assert soaked["bounds"] == {"max_throughput_decay": 0.05, "source": "test soak bound"}

@@ -224,6 +224,15 @@ def test_a_quick_level_pass_is_a_health_check_never_a_sign_off():
                                 "a health check without the DDP matrix, not a node sign-off")
 
 
+def test_a_calibration_session_is_never_a_sign_off_and_says_so():
+    passing = judge_session([passed(n) for n in REQUIRED], facts(REQUIRED, calibration=True))
+    assert (passing.verdict, passing.scope, passing.sign_off) == ("PASS", "full", False)
+    assert passing.headline.endswith("; a calibration run (--harness-calibration): first measurements for harness "
+                                     "calibrate-fit, not a node sign-off")
+    failing = judge_session([SelectedTest(name=REQUIRED[0], outcome="failed")], facts(REQUIRED, calibration=True))
+    assert failing.verdict == "FAIL" and "a calibration run" in failing.headline
+
+
 def test_the_cpu_profile_says_self_check_in_every_verdict_line():
     for tests in ([passed("test_weak_scaling[a-fp32-1gpu]")],
                   [SelectedTest(name="test_weak_scaling[a-fp32-1gpu]", outcome="failed")]):

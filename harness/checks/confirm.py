@@ -133,7 +133,13 @@ def agree(attempts: list[Attempt], key: str) -> bool:
     return not split and key not in {c.key for c in uncertain_checks(last.checks, last.record, last.baseline)}
 
 
-def doubted_key(checks: list[Check], record: RunRecord, baseline: RunRecord | None) -> str | None:
+def doubted_key(checks: list[Check], record: RunRecord, baseline: RunRecord | None, *,
+                calibration: bool = False) -> str | None:
+    """The key of the check a re-measure must settle, or None: none in doubt, a direct failure (never
+    re-measured), or a calibration session (calibrate-fit fits each case's first figure; a re-measure there
+    would only cost time)."""
+    if calibration or direct_failure(checks):
+        return None
     found = uncertain_checks(checks, record, baseline)
     failed = [c for c in found if c.passed is False]
     return (failed or found)[0].key if found else None

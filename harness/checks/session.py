@@ -36,6 +36,8 @@ RAN = ("passed", "failed", "error")
 
 CPU_SELF_CHECK = "harness self-check on CPU — not a GPU sign-off"
 NOT_A_SIGN_OFF = "not a node sign-off"
+CALIBRATION_RUN = ("a calibration run (--harness-calibration): first measurements for harness calibrate-fit, "
+                   "not a node sign-off")
 
 DIRECT_CAUSES: tuple[tuple[str, ...], ...] = (
     ("foreign_processes",),
@@ -103,6 +105,8 @@ class SessionFacts:
     level: str = "standard"
     """The run level (harness/jobs/job.py ``LEVELS``): quick checks the node's health without the DDP matrix,
     never a sign-off."""
+    calibration: bool = False
+    """--harness-calibration: figures for calibrate-fit (first measurements, no re-measure), never a sign-off."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,7 +194,8 @@ def judge_session(tests: list[SelectedTest], facts: SessionFacts) -> SessionVerd
     return SessionVerdict(
         verdict=verdict, scope=scope, exit_code=exit_code(verdict, facts), headline=headline, counts=counts,
         required_total=len(facts.required), required_selected=required_selected,
-        sign_off=verdict == "PASS" and full and not facts.cpu and facts.level != "quick", cpu_self_check=facts.cpu,
+        sign_off=verdict == "PASS" and full and not facts.cpu and facts.level != "quick" and not facts.calibration,
+        cpu_self_check=facts.cpu,
         causes=tuple(causes), not_run=tuple(not_run), narrowing=facts.option_narrowing + facts.selection_narrowing,
         overrides=facts.overrides, level=facts.level)
 
@@ -314,6 +319,8 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
         parts.append(NOT_A_SIGN_OFF)
     elif facts.level == "quick" and verdict != "FAIL":
         parts.append(f"a health check without the DDP matrix, {NOT_A_SIGN_OFF}")
+    if facts.calibration:
+        parts.append(CALIBRATION_RUN)
     if facts.cpu:
         parts.append(CPU_SELF_CHECK)
     if facts.overrides:

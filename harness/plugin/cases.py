@@ -92,8 +92,9 @@ def no_cases_param(reason: str) -> Any:
 
 def allreduce_params(ctx: SessionContext) -> list[Any]:
     """GPU counts of the all-reduce test: the selected counts above 1 (an all-reduce needs two), when
-    the profile has an [interconnect] section (like every optional section: left out, not checked)."""
-    if ctx.profile.interconnect is None:
+    the profile has an [interconnect] section (like every optional section: left out, not checked), or in a
+    calibration session (its figures are what the section's first bounds are fitted from)."""
+    if ctx.profile.interconnect is None and not ctx.options.calibration:
         return [no_cases_param(f"profile {ctx.profile.name} has no [interconnect] section")]
     params = [pytest.param(n, id=gpu_count_id(n), marks=[pytest.mark.skip(
         reason=f"needs {n} {ctx.core_unit}; this node has {ctx.available_gpus}")] if n > ctx.available_gpus else [])

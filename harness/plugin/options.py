@@ -88,6 +88,10 @@ class HarnessOptions:
     """quick, standard or long (one of LEVELS): which tests run; long with --soak, and --soak means long."""
     allow_fault_injection: bool = False
     """HARNESS_FAULT may be set (the harness's own self-tests); otherwise a session with it is refused."""
+    calibration: bool = False
+    """A session whose figures are for ``harness calibrate-fit``: no confirm-before-FAIL re-measures (the fit
+    takes each case's first measurement), the all-reduce sweep runs where the profile has no bound for it
+    yet, and the verdict is never a sign-off."""
 
 
 def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
@@ -163,6 +167,10 @@ def add_options(parser: pytest.Parser) -> None:
               "writable by you alone")
     _add(group, "allow-fault-injection", action="store_true",
          help="run although HARNESS_FAULT is set (the harness's self-tests); a sign-off refuses it")
+    _add(group, "calibration", action="store_true",
+         help="a calibration session on a healthy node, for `harness calibrate-fit` (docs/calibration.md): no "
+              "re-measures before a FAIL, the all-reduce measured where the profile has no bound for it yet; "
+              "never a sign-off")
     _add(group, "soak", "--soak", metavar="DURATION",
          help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
               "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
@@ -247,7 +255,7 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         soak_duration_s=_soak_duration(get("soak")), level=_level(get("level"), get("soak")),
         store=Path(get("store")) if get("store") else None,
         prometheus_dir=Path(get("prometheus_dir")) if get("prometheus_dir") else None,
-        allow_fault_injection=bool(get("allow_fault_injection")),
+        allow_fault_injection=bool(get("allow_fault_injection")), calibration=bool(get("calibration")),
     )
 
 

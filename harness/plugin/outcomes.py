@@ -123,7 +123,8 @@ class SessionOutcomes:
             selection_narrowing=_selection_narrowing(config), partial_collection=_names_part_of_the_suite(config),
             cpu=ctx.device == "cpu",
             interrupted=exitstatus == pytest.ExitCode.INTERRUPTED, pytest_exit=exitstatus,
-            overrides=tuple(override.to_dict() for override in ctx.overrides), level=level)
+            overrides=tuple(override.to_dict() for override in ctx.overrides), level=level,
+            calibration=ctx.options.calibration)
 
     def _test(self, item: pytest.Item) -> SelectedTest:
         result = self.harness_session.results.get(item.nodeid)

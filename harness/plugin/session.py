@@ -101,7 +101,7 @@ class HarnessSession:
         bounds = self.bounds_of(case)
         record, baseline = self.cases.record_and_baseline(case)
         checks = self.judge(case, record, baseline)
-        key = confirm.doubted_key(checks, record, baseline) if not confirm.direct_failure(checks) else None
+        key = confirm.doubted_key(checks, record, baseline, calibration=self.ctx.options.calibration)
         if key is not None:
             record, baseline, checks = self.confirmed(case, key, confirm.Attempt(record=record, baseline=baseline,
                                                                                  checks=checks))
