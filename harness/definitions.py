@@ -102,8 +102,9 @@ def mismatch(family: str, recorded: dict[str, str] | None) -> str | None:
         return (f"the profile does not say how its {family} bounds were measured ([definitions] {family}); this "
                 f"harness measures them as definition {today} (harness/definitions.py)")
     return (f"the profile's {family} bounds were measured under definition {was}; this harness measures "
-            f"{family} figures as definition {today} (harness/definitions.py): re-derive them with harness "
-            "calibrate on healthy nodes of this kind and GPU count")
+            f"{family} figures as definition {today} (harness/definitions.py): re-derive them from sessions run "
+            "with --harness-calibration on >= 3 healthy hosts of this kind and GPU count, fitted by harness "
+            "calibrate-fit (docs/calibration.md)")
 
 
 def compare(recorded: dict[str, str] | None) -> dict[str, dict]:
