@@ -74,6 +74,18 @@ def test_a_least_tolerance_widens_every_bound(three_hosts):
     assert {f.tol for f in fitted if not f.key.startswith("max_")} == {0.6}
 
 
+def test_efficiencies_of_nodes_of_different_sizes_are_not_fitted_together(three_hosts, tmp_path):
+    """A 4-GPU node ran its 1-GPU reference on 4 GPUs at once, the others on 2: another shape of efficiency."""
+    wide = session(tmp_path, "d1", "d", 1000.0, 960.0)
+    record_file = wide / "runs" / "resnet50-bf16-weak-1gpu.json"
+    data = json.loads(record_file.read_text())
+    data["per_rank"] = data["per_rank"] + [dict(data["per_rank"][0], rank=r, local_rank=r) for r in (2, 3)]
+    record_file.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"min_weak_efficiency for 2 GPUs: the sessions ran its 1-GPU reference "
+                                               r"on 2 and 4 GPUs at once .* a profile of their own"):
+        fit([read_session(d) for d in [*three_hosts, wide]])
+
+
 def test_fewer_hosts_than_asked_is_refused_naming_the_way_out(three_hosts):
     sessions = [read_session(d) for d in three_hosts[:3]]  # hosts a and b
     with pytest.raises(CalibrationError, match="3 sessions from 2 hosts; a fitted bound needs sessions on >= 3 "
@@ -118,6 +130,9 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
     bounds = loaded.bounds("resnet50", "bf16")
     assert bounds.min_weak_efficiency[2] == pytest.approx(0.97 * (1 - 2 * (0.98 - 0.955) / 0.97), rel=1e-4)
     assert bounds.references["min_weak_efficiency"][2].hosts == 3
+    # the 1-GPU reference ran on the nodes' 2 GPUs at once: the efficiency holds for 2-GPU nodes
+    assert bounds.references["min_weak_efficiency"][2].node_gpus == 2
+    assert bounds.references["min_samples_per_sec_per_gpu"][2].node_gpus is None
     assert loaded.definitions["training"] == current_id("training")
     assert "| models.resnet50.bf16 | min_weak_efficiency | 2 |" in (tmp_path / "fit.md").read_text()
 

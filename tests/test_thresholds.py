@@ -448,6 +448,12 @@ def test_section_that_is_not_a_table(tmp_path):
         ("min_samples_per_sec_per_gpu = { 1 = 2000 }", "min_samples_per_sec_per_gpu = { 1 = { ref = 2000 } }",
          "models.resnet152.bf16.min_samples_per_sec_per_gpu.1.tol: required key is missing: the tolerance, a "
          "fraction in [0, 1)"),
+        ("min_weak_efficiency = { 2 = 0.97, 4 = 0.96, 8 = 0.95 }",
+         "min_weak_efficiency = { 2 = { ref = 0.98, tol = 0.01, node_gpus = 2.5 }, 4 = 0.96, 8 = 0.95 }",
+         "models.resnet152.bf16.min_weak_efficiency.2.node_gpus = 2.5: must be a whole number of GPUs >= 1"),
+        ("2 = 290, 8 = 330", "2 = { ref = 300, tol = 0.05, hosts = 3 }, 8 = { ref = 330, tol = 1.5 }",
+         "interconnect.min_allreduce_busbw_gbps.8.tol = 1.5: must be a fraction in [0, 1) for a min_ bound (0.03 "
+         "for 3 %, not 3), in [0, 100] for a max_ bound"),
         ("max_temperature_c = 85", "max_temperature_c = 0",
          "defaults.max_temperature_c = 0: must be between 0 and 150 (degrees Celsius)"),
         ("gpu_counts = [1, 2, 4, 8]", "gpu_counts = [0, 2]",

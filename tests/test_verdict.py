@@ -77,6 +77,29 @@ def test_missing_bound_for_a_gpu_count_is_reported_not_passed():
     assert check.note == "not evaluated: no bound measured for 8 GPUs"
 
 
+def test_an_efficiency_fitted_on_nodes_of_another_size_is_not_evaluated():
+    """Its 1-GPU reference ran on every GPU of a 4-GPU node at once; on a 2-GPU node it runs on 2: another
+    shape of reference, so another shape of efficiency (issue 27: a bound holds for the shape it was measured on)."""
+    from harness.profile.kinds import Reference
+
+    fitted = Reference(ref=0.98, tol=0.02, hosts=3, runs=5, node_gpus=4)
+    bounds = dataclasses.replace(BOUNDS, min_weak_efficiency={4: fitted.limit(True)},
+                                 references={"min_weak_efficiency": {4: fitted}})
+    on_two = record(1, 2150.0)  # full_record's reference ran on 2 GPUs at once
+    assert len(on_two.per_rank) == 2
+    check = by_name(weak_scaling_checks(record(4, 2100.0), on_two, bounds, telemetry_note="n/a"))[
+        "weak-scaling efficiency"]
+    assert check.passed is None and check.note == (
+        "not evaluated: no min_weak_efficiency bound measured for 4 GPUs with the 1-GPU reference on 2 GPUs at "
+        "once (the profile's was measured with it on 4: nodes of 4 GPUs)")
+    ranks = tuple(dataclasses.replace(on_two.per_rank[0], rank=r, gpu_index=r) for r in range(4))
+    on_four = dataclasses.replace(on_two, per_rank=ranks)
+    check = by_name(weak_scaling_checks(record(4, 2100.0), on_four, bounds, telemetry_note="n/a"))[
+        "weak-scaling efficiency"]
+    assert check.passed is True and "over this kind's reference" not in check.note
+    assert "under this kind's reference 0.98 (3 hosts, 5 runs)" in check.note
+
+
 def test_failed_baseline_leaves_efficiency_not_evaluated():
     baseline = record(1, status="failed", failure=Failure(reason="rank 0 was killed by SIGKILL"))
     check = by_name(weak_scaling_checks(record(4), baseline, BOUNDS, telemetry_note="n/a"))["weak-scaling efficiency"]

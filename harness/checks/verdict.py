@@ -106,7 +106,7 @@ def weak_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds: C
     if record.world_size > 1:
         efficiency, note = weak_efficiency(record, baseline)
         checks.append(_scaling_check("weak_efficiency", "weak-scaling efficiency", efficiency, note, bounds,
-                                     record.world_size, bounds.source, record.nodes))
+                                     record.world_size, bounds.source, record.nodes, _at_once(baseline)))
     return checks + health_checks(record, bounds, telemetry_note)
 
 
@@ -191,16 +191,31 @@ def strong_scaling_checks(record: RunRecord, baseline: RunRecord | None, bounds:
     speedup, note = strong_speedup(record, baseline)
     efficiency = speedup / record.world_size if speedup is not None else None
     checks.append(_scaling_check("strong_efficiency", "strong-scaling efficiency", efficiency, note, bounds,
-                                 record.world_size, bounds.source, record.nodes))
+                                 record.world_size, bounds.source, record.nodes, _at_once(baseline)))
     return checks + health_checks(record, bounds, telemetry_note)
 
 
+def _at_once(baseline: RunRecord | None) -> int | None:
+    """How many GPUs a case's 1-GPU reference ran on at once; None without a usable one."""
+    return gpus_at_once(baseline) if baseline is not None and baseline.ok else None
+
+
 def _scaling_check(key: str, name: str, measured: float | None, note: str, bounds: CaseBounds,
-                   world_size: int, source: str, nodes: int = 1) -> Check:
-    """An efficiency check; a GPU count the profile has no bound for is reported, never passed. A multi-node
-    case meets the bound of its GPU count, measured on one node: its note says so, as a fabric between
-    nodes may be slower than the links inside one (docs/slurm.md)."""
+                   world_size: int, source: str, nodes: int = 1, reference_at_once: int | None = None) -> Check:
+    """An efficiency check; a GPU count the profile has no bound for is reported, never passed, and so is a
+    bound fitted where the 1-GPU reference ran on another number of GPUs at once (a node of another size:
+    its reference, and with it the efficiency, is another shape). A multi-node case meets the bound of its
+    GPU count, measured on one node: its note says so, as a fabric between nodes may be slower than the links
+    inside one (docs/slurm.md)."""
     bound_key = key_of_bound(key, ">=")
+    fitted = bounds.reference(bound_key, world_size)
+    if fitted is not None and fitted.node_gpus is not None and reference_at_once is not None \
+            and fitted.node_gpus != reference_at_once:
+        return Check(key=key, name=name, kind="performance", measured=measured, bound=None, unit="", comparison=">=",
+                     passed=None, source=source,
+                     note=f"not evaluated: no {bound_key} bound measured for {world_size} GPUs with the 1-GPU "
+                          f"reference on {reference_at_once} GPUs at once (the profile's was measured with it on "
+                          f"{fitted.node_gpus}: nodes of {fitted.node_gpus} GPUs)")
     bound_by_gpus = getattr(bounds, bound_key)
     check = _bounded(key, name, "performance", measured, bound_by_gpus.get(world_size), "", ">=", source, note)
     if check is not None:

@@ -170,6 +170,10 @@ class Reference:
     runs: int | None = None
     spread: float | None = None
     """(highest - lowest) / ref of the per-host medians the fit saw."""
+    node_gpus: int | None = None
+    """An efficiency's: how many GPUs its 1-GPU reference ran on at once when it was fitted (every GPU of the
+    node, one launch per node). A node of another size runs its reference at another concurrency, so the
+    bound is not its shape: not evaluated there. None: not recorded (then judged on any node)."""
 
     def limit(self, lower_is_worse: bool) -> float:
         return self.ref * (1 - self.tol) if lower_is_worse else self.ref * (1 + self.tol)
@@ -177,11 +181,13 @@ class Reference:
 
 _REFERENCE_KEYS = {"ref": "the reference figure", "tol": "the tolerance, a fraction in [0, 1)",
                    "hosts": "hosts the fit used", "runs": "sessions the fit used",
-                   "spread": "(highest - lowest) / ref of the per-host medians"}
+                   "spread": "(highest - lowest) / ref of the per-host medians",
+                   "node_gpus": "an efficiency's: the GPUs its 1-GPU reference ran on at once (the node's)"}
 
 
 def _reference(value: dict, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
-    """``{ ref = R, tol = T[, hosts = H, runs = N, spread = S] }``: checked, the bound it gives range-checked."""
+    """``{ ref = R, tol = T[, hosts = H, runs = N, spread = S, node_gpus = G] }``: checked, the bound it gives
+    range-checked."""
     unknown = sorted(set(value) - set(_REFERENCE_KEYS))
     for key in unknown:
         report.add((*where, key), f"unknown key; a reference bound has {', '.join(_REFERENCE_KEYS)}", value[key])
@@ -198,6 +204,10 @@ def _reference(value: dict, where: KeyPath, report: ProblemReport, spec: Field) 
         if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item):
             return wrong_type(item, "a finite number", (*where, key), report)
         numbers[key] = item
+    node_gpus = numbers.get("node_gpus")
+    if node_gpus is not None and (node_gpus != int(node_gpus) or node_gpus < 1):
+        report.add((*where, "node_gpus"), "must be a whole number of GPUs >= 1", node_gpus)
+        return INVALID
     lower_is_worse = not spec.key.startswith("max_")
     # A min_ bound falls short of its reference by a fraction below 1; a max_ bound (a CV of 1 %) may allow
     # several times its reference.
@@ -208,7 +218,8 @@ def _reference(value: dict, where: KeyPath, report: ProblemReport, spec: Field) 
     reference = Reference(ref=float(numbers["ref"]), tol=float(numbers["tol"]),
                           hosts=int(numbers["hosts"]) if "hosts" in numbers else None,
                           runs=int(numbers["runs"]) if "runs" in numbers else None,
-                          spread=float(numbers["spread"]) if "spread" in numbers else None)
+                          spread=float(numbers["spread"]) if "spread" in numbers else None,
+                          node_gpus=int(numbers["node_gpus"]) if "node_gpus" in numbers else None)
     if _apply(spec.rule, reference.limit(lower_is_worse), where, report) is INVALID:
         return INVALID
     return reference

@@ -80,6 +80,13 @@ class Figure:
     value: float
     host: str
     session: str
+    reference_at_once: int | None = None
+    """An efficiency's: how many GPUs its 1-GPU reference ran on at once (the node's GPUs)."""
+
+
+EFFICIENCIES = ("min_weak_efficiency", "min_strong_efficiency")
+"""Bounds whose figure is a ratio to a 1-GPU reference run on every GPU of the node at once: fitted with the
+node size they were measured on (``node_gpus``), as a node of another size is another shape."""
 
 
 @dataclass(kw_only=True)
@@ -146,7 +153,9 @@ def _training_figures(records: list[RunRecord], host: str, session: str) -> list
                                   gpus=gpus if bound_key not in ("min_gpu_utilization_pct", "max_step_time_cv",
                                                                  "min_power_fraction_of_limit")
                                   else verdict.gpus_at_once(record),
-                                  value=check.measured, host=host, session=session))
+                                  value=check.measured, host=host, session=session,
+                                  reference_at_once=verdict.gpus_at_once(baseline)
+                                  if bound_key in EFFICIENCIES and baseline is not None else None))
     return figures
 
 
@@ -243,14 +252,17 @@ class Fitted:
     held_out_failures: tuple[str, ...]
     """Sessions that fail the bound fitted without their host (leave-one-host-out)."""
     false_fail_rate: float | None
+    node_gpus: int | None = None
+    """An efficiency's: the GPUs its 1-GPU reference ran on at once (Figure.reference_at_once)."""
 
     @property
     def limit(self) -> float:
         return self.ref * (1 - self.tol) if not self.key.startswith("max_") else self.ref * (1 + self.tol)
 
     def toml(self) -> str:
+        shape = f", node_gpus = {self.node_gpus}" if self.node_gpus is not None else ""
         return (f"{{ ref = {self.ref:.6g}, tol = {self.tol:.4g}, hosts = {self.hosts}, runs = {self.runs}, "
-                f"spread = {self.spread:.4g} }}")
+                f"spread = {self.spread:.4g}{shape} }}")
 
 
 def _fit_values(key: str, by_host: dict[str, list[float]], min_tol: float = 0.0) -> tuple[float, float, float, float]:
@@ -284,13 +296,22 @@ def _false_fail_rate(ref: float, tol: float, key: str, values: list[float]) -> f
 def fit(sessions: Iterable[Session], *, min_hosts: int = MIN_HOSTS, min_tol: float = 0.0) -> list[Fitted]:
     """Every bound the sessions' figures allow, each keyed by table, key and GPU count."""
     groups: dict[tuple[str, str, int], dict[str, list[tuple[str, float]]]] = {}
+    shapes: dict[tuple[str, str, int], set[int]] = {}
     for session in sessions:
         for f in session.figures:
             groups.setdefault((f.table, f.key, f.gpus), {}).setdefault(f.host, []).append((f.session, f.value))
+            if f.reference_at_once is not None:
+                shapes.setdefault((f.table, f.key, f.gpus), set()).add(f.reference_at_once)
     fitted = []
     for (table, key, gpus), by_host in sorted(groups.items()):
         if len(by_host) < min_hosts:
             continue
+        node_gpus = sorted(shapes.get((table, key, gpus), ()))
+        if len(node_gpus) > 1:
+            raise CalibrationError(
+                f"[{table}] {key} for {gpus} GPUs: the sessions ran its 1-GPU reference on "
+                f"{' and '.join(map(str, node_gpus))} GPUs at once (nodes of different sizes), which are different "
+                "shapes: fit the sessions of each node size into a profile of their own")
         values_by_host = {host: [v for _, v in pairs] for host, pairs in by_host.items()}
         ref, tol, spread, worst = _fit_values(key, values_by_host, min_tol)
         failures = []
@@ -306,7 +327,8 @@ def fit(sessions: Iterable[Session], *, min_hosts: int = MIN_HOSTS, min_tol: flo
         values = [v for vs in values_by_host.values() for v in vs]
         fitted.append(Fitted(table=table, key=key, gpus=gpus, ref=ref, tol=tol, hosts=len(by_host), runs=len(values),
                              spread=spread, worst=worst, held_out_failures=tuple(failures),
-                             false_fail_rate=_false_fail_rate(ref, tol, key, values)))
+                             false_fail_rate=_false_fail_rate(ref, tol, key, values),
+                             node_gpus=node_gpus[0] if node_gpus else None))
     return fitted
 
 
