@@ -457,24 +457,3 @@ def sampler_for(device: str, run_dir: Path, *, enabled: bool = True, period_s: f
     if device != "cuda":
         return _NoSampler(unavailable("a CPU run (gloo) has no GPU to sample", period_s=period_s))
     return Sampler(run_dir, period_s=period_s, nvml=nvml)
-
-
-# --- reading a summary (for the verdict and the report) --------------------------------------
-
-
-def is_ok(telemetry: Any) -> bool:
-    return isinstance(telemetry, dict) and telemetry.get("status") == "ok" and bool(telemetry.get("gpus"))
-
-
-def not_available_reason(telemetry: Any, fallback: str) -> str:
-    if isinstance(telemetry, dict) and telemetry.get("status") != "ok" and telemetry.get("reason"):
-        return str(telemetry["reason"])
-    if isinstance(telemetry, dict) and telemetry.get("status") == "ok" and not telemetry.get("gpus"):
-        return "no GPU was sampled"
-    return fallback
-
-
-def per_gpu_values(telemetry: dict, key: str) -> list[tuple[dict, Any]]:
-    """(gpu summary, its reduced value of ``key``) for every GPU that has one."""
-    return [(gpu, gpu["reduced"][key]) for gpu in telemetry.get("gpus", [])
-            if isinstance(gpu, dict) and key in gpu.get("reduced", {})]

@@ -16,7 +16,8 @@ from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.profile.load import load_profile
 from harness.records import write_record
 from harness.tools.calibrate import CalibrationError
-from harness.tools.calibrate.fit import apply, check_hosts, cli_fit, fit, read_session
+from harness.tools.calibrate.fit import apply, check_hosts, cli_fit, fit
+from harness.tools.calibrate.sessions import read_session
 
 from test_records import full_record
 

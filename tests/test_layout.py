@@ -169,6 +169,34 @@ def test_no_judge_or_report_reads_a_location_out_of_prose():
     assert not offenders, offenders
 
 
+TELEMETRY_WRITER = ("harness/telemetry.py", "harness/results/telemetry_summary.py")
+"""The sampler that writes a window's telemetry summary and the type every other stage reads it through."""
+GPU_TELEMETRY_KEYS = ("reduced", "clock_events")
+"""Keys of a GPU's entry in the summary's JSON: only the sampler and the type may spell them."""
+TELEMETRY_KEYS = ("window", "metrics", "gpus")
+"""Keys of the summary itself: spelled elsewhere for other things, so flagged where the expression reads a
+``telemetry``."""
+
+
+def test_the_telemetry_summary_is_read_through_its_type():
+    """Issue 29: the telemetry summary was a dict read by string keys in four packages; it is read once, by
+    harness/results/telemetry_summary.py, and by attribute everywhere else (``gpu.reduced``, ``summary.window_s``)."""
+    offenders = []
+    for name, path in MODULES.items():
+        if str(path.relative_to(PACKAGE.parent)) in TELEMETRY_WRITER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            key = None
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key = node.slice.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                key = node.args[0].value
+            if key in GPU_TELEMETRY_KEYS or (key in TELEMETRY_KEYS and "telemetry" in ast.unparse(node).lower()):
+                offenders.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert not offenders, offenders
+
+
 STAGES: tuple[tuple[str, ...], ...] = (
     ("results", "cases", "catalog", "definitions", "exitcodes", "durations", "files", "timeline", "records"),
     ("node",), ("run_directory",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",),

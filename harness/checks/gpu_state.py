@@ -22,6 +22,7 @@ from harness.node.gpu_state import Reading, value
 from harness.node.nvml import CLOCK_SETTING_REASON
 from harness.profile.bounds import GpuStateBounds
 from harness.results.location import Location
+from harness.results.telemetry_summary import read_telemetry
 
 UNKNOWN_UUID = "UUID unknown"
 """The UUID of a GPU a node should have and does not show (a multi-node session's other node)."""
@@ -351,10 +352,9 @@ def clock_setting_windows(results: Sequence[Any], uuid: str) -> list[dict]:
     seen = []
     for result in results:
         record = getattr(result, "record", None)
-        telemetry = getattr(record, "telemetry", None) or {}
-        for track in telemetry.get("gpus", []) if isinstance(telemetry, dict) else []:
-            if track.get("uuid") == uuid and (track.get("clock_events") or {}).get(APPLICATIONS_CLOCKS_REASON):
-                count = track["clock_events"][APPLICATIONS_CLOCKS_REASON]
-                seen.append({"where": f"{getattr(result, 'context', '?')}: {count} of {track.get('samples')} samples",
-                             "min_sm_clock_mhz": (track.get("reduced") or {}).get("sm_clock_mhz")})
+        for track in read_telemetry(getattr(record, "telemetry", None)).gpus:
+            count = track.clock_events.get(APPLICATIONS_CLOCKS_REASON)
+            if track.uuid == uuid and count:
+                seen.append({"where": f"{getattr(result, 'context', '?')}: {count} of {track.samples} samples",
+                             "min_sm_clock_mhz": track.reduced.get("sm_clock_mhz")})
     return seen

@@ -13,7 +13,8 @@ from harness.checks.telemetry_checks import telemetry_checks
 from harness.launch.allreduce import AllReduceRun
 from harness.node.topology import why_no_nvlink
 from harness.results.location import Location, gpu_location
-from harness.telemetry import gpu_label, is_ok
+from harness.results.telemetry_summary import TelemetrySummary, read_telemetry
+from harness.telemetry import gpu_label
 from harness.workloads.busbw import size_label
 
 
@@ -53,18 +54,17 @@ def _busbw_check(run: AllReduceRun, bounds: Any) -> Check:
                  note=reference_note(bounds, "min_allreduce_busbw_gbps", run.gpus, measured))
 
 
-def pcie_under_load(telemetry: dict | None) -> dict[str, dict]:
+def pcie_under_load(telemetry: TelemetrySummary | dict | None) -> dict[str, dict]:
     """uuid -> {"gen": ..., "width": ...}: the highest PCIe link the sampler saw while the GPU was busy."""
-    if not is_ok(telemetry):
+    summary = read_telemetry(telemetry)
+    if not summary.ok:
         return {}
-    assert telemetry is not None
 
-    def whole(value: Any) -> int | None:
+    def whole(value: float | None) -> int | None:
         return int(value) if value is not None else None
 
-    return {gpu["uuid"]: {"gen": whole(gpu["reduced"].get("pcie_gen")),
-                          "width": whole(gpu["reduced"].get("pcie_width"))}
-            for gpu in telemetry["gpus"] if gpu.get("uuid")}
+    return {gpu.uuid: {"gen": whole(gpu.value("pcie_gen")), "width": whole(gpu.value("pcie_width"))}
+            for gpu in summary.gpus if gpu.uuid}
 
 
 def topology_checks(topology: dict, bounds: Any, loaded: dict[str, dict], *, load_note: str) -> list[Check]:

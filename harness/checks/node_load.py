@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from harness.results.check import Check
 from harness.results.location import Location
+from harness.results.telemetry_summary import read_telemetry
 
 THROTTLE_SOURCE = ("harness rule: a healthy GPU never slows itself for heat or a hardware signal (read on that node "
                    "once a second by the GPU-state probe)")
@@ -130,9 +131,8 @@ def case_windows(results: Sequence[Any]) -> list[dict]:
     """``{"case", "start", "end"}`` (unix times) of each result's measured window, from its telemetry."""
     windows = []
     for result in results:
-        telemetry = getattr(getattr(result, "record", None), "telemetry", None)
-        window = telemetry.get("window") if isinstance(telemetry, dict) else None
-        if isinstance(window, dict) and window.get("start") is not None and window.get("end") is not None:
-            windows.append({"case": getattr(result, "context", "?"), "start": float(window["start"]),
-                            "end": float(window["end"])})
+        telemetry = read_telemetry(getattr(getattr(result, "record", None), "telemetry", None))
+        if telemetry.window_start is not None and telemetry.window_end is not None:
+            windows.append({"case": getattr(result, "context", "?"), "start": telemetry.window_start,
+                            "end": telemetry.window_end})
     return windows

@@ -5,15 +5,16 @@ throttling, no new ECC errors, no foreign process. Pure.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 from harness import telemetry as tm
 from harness.results.check import Check, _fmt
 from harness.node.nvml import FAULT_REASONS
 from harness.results.location import Location, gpu_location
+from harness.results.telemetry_summary import GpuTelemetry, TelemetrySummary, read_telemetry
 
 
-def telemetry_checks(telemetry: dict | None, *, min_gpu_utilization_pct: float | None = None,
+def telemetry_checks(telemetry: TelemetrySummary | dict | None, *, min_gpu_utilization_pct: float | None = None,
                      min_power_fraction_of_limit: float | None = None, max_temperature_c: float | None = None,
                      source: str = "", missing_note: str) -> list[Check]:
     """Per-GPU health over the window: utilization, power, temperature (when the profile bounds them),
@@ -23,19 +24,20 @@ def telemetry_checks(telemetry: dict | None, *, min_gpu_utilization_pct: float |
     is not evaluated, with the reason; a GPU that reported no value makes a check not evaluated
     rather than passed.
     """
-    usable = telemetry if tm.is_ok(telemetry) else None
-    note = tm.not_available_reason(telemetry, missing_note)
+    summary = read_telemetry(telemetry)
+    usable = summary if summary.ok else None
+    note = summary.why_not(missing_note)
     checks = []
     if min_gpu_utilization_pct is not None:
         checks.append(_per_gpu_check("gpu_utilization", "mean GPU utilization", usable,
-                                     lambda g: g["reduced"].get("util_pct"),
+                                     lambda g: g.value("util_pct"),
                                      min_gpu_utilization_pct, "%", ">=", source, note))
     if min_power_fraction_of_limit is not None:
         checks.append(_per_gpu_check("power_fraction_of_limit", "mean power / power limit", usable, _power_fraction,
                                      min_power_fraction_of_limit, "", ">=", source, note))
     if max_temperature_c is not None:
         checks.append(_per_gpu_check("gpu_temperature", "max GPU temperature", usable,
-                                     lambda g: g["reduced"].get("temperature_c"),
+                                     lambda g: g.value("temperature_c"),
                                      max_temperature_c, "°C", "<=", source, note))
     checks.append(_throttle_check(usable, note))
     checks.append(_ecc_check(usable, note))
@@ -43,22 +45,22 @@ def telemetry_checks(telemetry: dict | None, *, min_gpu_utilization_pct: float |
     return checks
 
 
-def _power_fraction(gpu: dict) -> float | None:
-    power, limit = gpu["reduced"].get("power_w"), gpu["reduced"].get("power_limit_w")
+def _power_fraction(gpu: GpuTelemetry) -> float | None:
+    power, limit = gpu.value("power_w"), gpu.value("power_limit_w")
     return power / limit if power is not None and limit else None
 
 
-def _gpu_name(gpu: dict) -> str:
-    return tm.gpu_label(gpu.get("index"), gpu.get("uuid"))
+def _gpu_name(gpu: GpuTelemetry) -> str:
+    return tm.gpu_label(gpu.index, gpu.uuid)
 
 
-def _at(gpus: list[dict]) -> tuple[Location, ...]:
+def _at(gpus: list[GpuTelemetry]) -> tuple[Location, ...]:
     """The telemetry's GPUs as locations (a GPU the sampler could not name is left out)."""
-    return tuple(location for location in (gpu_location(g.get("index"), g.get("uuid")) for g in gpus)
-                 if location is not None)
+    return tuple(location for location in (gpu_location(g.index, g.uuid) for g in gpus) if location is not None)
 
 
-def _per_gpu_check(key: str, name: str, telemetry: dict | None, value_of, bound: float, unit: str,
+def _per_gpu_check(key: str, name: str, telemetry: TelemetrySummary | None,
+                   value_of: Callable[[GpuTelemetry], float | None], bound: float, unit: str,
                    comparison: Literal[">=", "<="], source: str, note: str) -> Check:
     """The worst GPU against the bound; the note names every GPU that missed (or the worst one)."""
     def missing(why: str) -> Check:
@@ -67,7 +69,7 @@ def _per_gpu_check(key: str, name: str, telemetry: dict | None, value_of, bound:
 
     if telemetry is None:
         return missing(note)
-    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
+    gpus = list(telemetry.gpus)
     values = [(g, value_of(g)) for g in gpus]
     known = [(g, v) for g, v in values if v is not None]
     unknown = [g for g, v in values if v is None]
@@ -89,9 +91,9 @@ def _per_gpu_check(key: str, name: str, telemetry: dict | None, value_of, bound:
                  passed=True, note=f"worst: {_gpu_name(worst_gpu)}", source=source, locations=_at([worst_gpu]))
 
 
-def _unsupported_note(gpus: list[dict]) -> str:
-    reasons = sorted({f"{key}: {why}" for g in gpus for key, why in (g.get("unsupported") or {}).items()} |
-                     {f"{key}: {why}" for g in gpus for key, why in (g.get("errors") or {}).items()})
+def _unsupported_note(gpus: list[GpuTelemetry]) -> str:
+    reasons = sorted({f"{key}: {why}" for g in gpus for key, why in g.unsupported.items()} |
+                     {f"{key}: {why}" for g in gpus for key, why in g.errors.items()})
     return f" ({'; '.join(reasons[:4])})" if reasons else ""
 
 
@@ -104,17 +106,17 @@ def _rule_check(key: str, name: str, source: str) -> Callable[..., Check]:
     return result
 
 
-def _gpus_reading(telemetry: dict, keys: set[str]) -> tuple[list[dict], list[dict]]:
+def _gpus_reading(telemetry: TelemetrySummary, keys: set[str]) -> tuple[list[GpuTelemetry], list[GpuTelemetry]]:
     """(every GPU of the telemetry, those whose reductions hold any of ``keys``)."""
-    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
-    return gpus, [g for g in gpus if keys & set(g.get("reduced", {}))]
+    gpus = list(telemetry.gpus)
+    return gpus, [g for g in gpus if keys & set(g.reduced)]
 
 
-def reason_shares(gpu: dict, window_s: float | None) -> dict[str, str]:
+def reason_shares(gpu: GpuTelemetry, window_s: float | None) -> dict[str, str]:
     """Each clock-event reason of one GPU's window with its share: ``30 of 150 samples (20 %, ~3.0 s)``."""
-    samples = gpu.get("samples") or 0
+    samples = gpu.samples
     shares = {}
-    for reason, count in sorted((gpu.get("clock_events") or {}).items(), key=lambda item: -item[1]):
+    for reason, count in sorted(gpu.clock_events.items(), key=lambda item: -item[1]):
         fraction = count / samples if samples else None
         seconds = f", ~{fraction * window_s:.1f} s" if fraction is not None and window_s else ""
         percent = f" ({fraction:.0%}{seconds})" if fraction is not None else ""
@@ -122,12 +124,7 @@ def reason_shares(gpu: dict, window_s: float | None) -> dict[str, str]:
     return shares
 
 
-def _window_seconds(telemetry: dict) -> float | None:
-    seconds = (telemetry.get("window") or {}).get("seconds")
-    return float(seconds) if isinstance(seconds, (int, float)) else None
-
-
-def _throttle_check(telemetry: dict | None, note: str) -> Check:
+def _throttle_check(telemetry: TelemetrySummary | None, note: str) -> Check:
     """Fault reasons (heat, a hardware slowdown, a power brake) fail; the rest, SW power cap above all
     (normal under full load on a healthy H100: 149 of 151 samples), are information only."""
     result = _rule_check("throttling", "no thermal / hardware-slowdown throttling",
@@ -137,13 +134,13 @@ def _throttle_check(telemetry: dict | None, note: str) -> Check:
     gpus, read = _gpus_reading(telemetry, {"clock_event_reasons"})
     if not read:
         return result(None, "NVML reported no clock-event reasons" + _unsupported_note(gpus))
-    window_s = _window_seconds(telemetry)
+    window_s = telemetry.window_s
     faults: list[str] = []
-    faulty: list[dict] = []
+    faulty: list[GpuTelemetry] = []
     benign: list[str] = []
     for gpu in read:
         shares = reason_shares(gpu, window_s)
-        bad = [shares.get(r, r) for r in gpu["reduced"]["clock_event_reasons"] if r in FAULT_REASONS]
+        bad = [shares.get(r, r) for r in gpu.reduced["clock_event_reasons"] if r in FAULT_REASONS]
         if bad:
             faults.append(f"{_gpu_name(gpu)}: " + ", ".join(bad))
             faulty.append(gpu)
@@ -159,30 +156,29 @@ def _throttle_check(telemetry: dict | None, note: str) -> Check:
     return result(True, also)
 
 
-def _foreign_process_check(telemetry: dict | None, note: str) -> Check:
+def _foreign_process_check(telemetry: TelemetrySummary | None, note: str) -> Check:
     """A compute process on a case's GPU that is not one of its ranks (nor anything this harness started)
     shares the GPU: its numbers are not the GPU's."""
     result = _rule_check("foreign_processes", "no foreign process on the GPUs during the window",
                          "harness rule: a GPU under acceptance runs the case's ranks and nothing else")
     if telemetry is None:
         return result(None, note)
-    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict)]
-    found = [f"{_gpu_name(g)}: " + ", ".join(describe_foreign(p) for p in g["foreign_processes"])
-             for g in gpus if g.get("foreign_processes")]
+    gpus = list(telemetry.gpus)
+    found = [f"{_gpu_name(g)}: " + ", ".join(describe_foreign(p) for p in g.foreign_processes)
+             for g in gpus if g.foreign_processes]
     if found:
         return result(False, "; ".join(found), _foreign_locations(gpus))
-    unlisted = [g for g in gpus if not g.get("process_checks")]
+    unlisted = [g for g in gpus if not g.process_checks]
     if unlisted:
         return result(None, "NVML listed no processes on " + ", ".join(_gpu_name(g) for g in unlisted)
                       + _unsupported_note(unlisted), _at(unlisted))
     return result(True, "")
 
 
-def _foreign_locations(gpus: list[dict]) -> tuple[Location, ...]:
+def _foreign_locations(gpus: list[GpuTelemetry]) -> tuple[Location, ...]:
     """Each foreign process (pid and name) on its GPU."""
-    found = (gpu_location(g.get("index"), g.get("uuid"), pid=_whole(p.get("pid")),
-                          detail=str(p["name"]) if p.get("name") else None)
-             for g in gpus for p in g.get("foreign_processes") or [] if isinstance(p, dict))
+    found = (gpu_location(g.index, g.uuid, pid=_whole(p.get("pid")), detail=str(p["name"]) if p.get("name") else None)
+             for g in gpus for p in g.foreign_processes)
     return tuple(location for location in found if location is not None)
 
 
@@ -190,7 +186,7 @@ def _whole(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def describe_foreign(process: dict) -> str:
+def describe_foreign(process: Mapping[str, Any]) -> str:
     """``pid 4242 (python3, 10,240 MiB, seen 3.0-9.0 s into the window)``."""
     memory = process.get("used_memory_mib")
     shown = f", {memory:,.0f} MiB" if isinstance(memory, (int, float)) else ""
@@ -198,7 +194,7 @@ def describe_foreign(process: dict) -> str:
             f"{process.get('last_seen_s')} s into the window)")
 
 
-def _ecc_check(telemetry: dict | None, note: str) -> Check:
+def _ecc_check(telemetry: TelemetrySummary | None, note: str) -> Check:
     result = _rule_check("ecc_errors", "no new ECC errors",
                          "harness rule: volatile ECC counters must not grow during the window")
     if telemetry is None:
@@ -208,8 +204,8 @@ def _ecc_check(telemetry: dict | None, note: str) -> Check:
         return result(None, "NVML reported no ECC counters (ECC off or not supported)" + _unsupported_note(gpus))
     grown, growing = [], []
     for gpu in read:
-        corrected = gpu["reduced"].get("ecc_corrected")
-        uncorrected = gpu["reduced"].get("ecc_uncorrected")
+        corrected = gpu.reduced.get("ecc_corrected")
+        uncorrected = gpu.reduced.get("ecc_uncorrected")
         if (corrected or 0) > 0 or (uncorrected or 0) > 0:
             growing.append(gpu)
             grown.append(f"{_gpu_name(gpu)}: {_count(corrected)} new corrected, {_count(uncorrected)} new "

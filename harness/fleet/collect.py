@@ -21,6 +21,7 @@ from harness.report.sections.verdict import build_verdict, recorded_verdict
 from harness.node.nvml import METRICS_BY_KEY
 from harness import run_directory
 from harness.results.reading import as_dict, as_int, as_label, as_list, as_number, clean_text
+from harness.results.telemetry_summary import read_telemetry
 
 TELEMETRY_FIGURES: dict[str, Direction] = {"util_pct": "higher", "power_w": "either", "temperature_c": "lower",
                                            "sm_clock_mhz": "higher"}
@@ -151,7 +152,7 @@ def gpu_figures(case_key: str, record: dict, node: str) -> list[GpuFigure]:
             if step_ms:
                 figures.append(GpuFigure(key="compute_throughput", name="compute throughput (no all-reduce)",
                                          value=batch * 1000.0 / step_ms, **common, **_where(rank, node)))
-    return figures + telemetry_figures(case_key, as_dict(record.get("telemetry")), node)
+    return figures + telemetry_figures(case_key, record.get("telemetry"), node)
 
 
 def _where(rank: dict, node: str) -> dict[str, Any]:
@@ -159,21 +160,20 @@ def _where(rank: dict, node: str) -> dict[str, Any]:
             "gpu_index": as_int(rank.get("gpu_index")), "gpu_uuid": as_label(rank.get("gpu_uuid"))}
 
 
-def telemetry_figures(case_key: str, telemetry: dict, node: str) -> list[GpuFigure]:
+def telemetry_figures(case_key: str, telemetry: Any, node: str) -> list[GpuFigure]:
     """The window's telemetry reductions per GPU (sampled on the driver's node)."""
-    if telemetry.get("status") != "ok":
+    summary = read_telemetry(telemetry)
+    if summary.status != "ok":
         return []
     figures = []
-    for gpu in (as_dict(g) for g in as_list(telemetry.get("gpus"))):
-        reduced = as_dict(gpu.get("reduced"))
+    for gpu in summary.gpus:
         for metric, direction in TELEMETRY_FIGURES.items():
-            value = as_number(reduced.get(metric))
+            value = gpu.value(metric)
             if value is None:
                 continue
             described = METRICS_BY_KEY[metric]
             figures.append(GpuFigure(case_key=case_key, key=f"telemetry.{metric}", name=described.label, host=node,
-                                     rank=as_int(gpu.get("rank")) or 0, gpu_index=as_int(gpu.get("index")),
-                                     gpu_uuid=as_label(gpu.get("uuid")), value=value, unit=described.unit,
-                                     direction=direction))
+                                     rank=gpu.rank or 0, gpu_index=gpu.index, gpu_uuid=as_label(gpu.uuid),
+                                     value=value, unit=described.unit, direction=direction))
     return figures
 

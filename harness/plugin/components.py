@@ -5,6 +5,7 @@ components job's (harness/jobs/registry.py, harness/plugin/levels.py).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -20,6 +21,7 @@ from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
+from harness.results.telemetry_summary import TelemetrySummary, read_telemetry
 from harness.catalog import GPU_GEMM_DTYPES
 
 NO_GPU = "no GPU on a CPU run"
@@ -82,12 +84,12 @@ def components_spec(ctx: SessionContext) -> ComponentsSpec:
                                 gemm_dtypes=gemm_dtypes(ctx), peer=peer_judged(ctx))
 
 
-def _one_gpu(telemetry: dict | None, uuid: str | None) -> dict | None:
+def _one_gpu(telemetry: dict | None, uuid: str | None) -> TelemetrySummary:
     """The launch's telemetry narrowed to one GPU, so a throttling GPU fails its own test only."""
-    if not isinstance(telemetry, dict) or uuid is None:
-        return telemetry
-    gpus = [g for g in telemetry.get("gpus", []) if isinstance(g, dict) and g.get("uuid") == uuid]
-    return {**telemetry, "gpus": gpus}
+    summary = read_telemetry(telemetry)
+    if uuid is None:
+        return summary
+    return dataclasses.replace(summary, gpus=tuple(gpu for gpu in summary.gpus if gpu.uuid == uuid))
 
 
 @dataclass(kw_only=True)

@@ -24,6 +24,7 @@ from harness.plugin.context import SessionContext
 from harness.jobs.job import gpu_id, node_gpu_id
 from harness.plugin.remote_gpu_state import NodeGpu, RemoteGpuState, judged_nodes, remote_gpu_state
 from harness.plugin.results import CheckedResult
+from harness.results.telemetry_summary import read_telemetry
 from harness.telemetry import gpu_label
 
 GPU_STATE_FIXTURE = "gpu_state_gpu"
@@ -149,21 +150,21 @@ class GpuStateRunner:
     def seen_in_window(self, telemetry: Any) -> list[str]:
         """What else a case's window saw, one line each: foreign processes, clock-event reasons with
         their share, XIDs between the window's start and end."""
-        if not isinstance(telemetry, dict) or telemetry.get("status") != "ok":
+        summary = read_telemetry(telemetry)
+        if summary.status != "ok":
             return []
-        window = telemetry.get("window") or {}
         lines = []
-        for gpu in telemetry.get("gpus", []):
-            name = gpu_label(gpu.get("index"), gpu.get("uuid"))
-            for process in gpu.get("foreign_processes") or []:
+        for gpu in summary.gpus:
+            name = gpu_label(gpu.index, gpu.uuid)
+            for process in gpu.foreign_processes:
                 lines.append(f"{name}: foreign process {describe_foreign(process)}")
-            shares = reason_shares(gpu, window.get("seconds"))
+            shares = reason_shares(gpu, summary.window_s)
             if shares:
                 lines.append(f"{name}: clock-event reasons: {', '.join(shares.values())}")
         if self.watcher is not None:
-            uuids = {gpu.get("uuid") for gpu in telemetry.get("gpus", [])}
-            lines += [event.describe() for event in self.watcher.events_between(window.get("start"), window.get("end"))
-                      if event.gpu_uuid in uuids]
+            uuids = {gpu.uuid for gpu in summary.gpus}
+            events = self.watcher.events_between(summary.window_start, summary.window_end)
+            lines += [event.describe() for event in events if event.gpu_uuid in uuids]
         return lines
 
     def summary(self) -> dict | None:

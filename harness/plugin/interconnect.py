@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness import telemetry
 from harness import definitions
 from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
 from harness.checks.judged import not_judged
@@ -18,6 +17,7 @@ from harness.node.topology import read_topology
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import allreduce_spec
+from harness.results.telemetry_summary import read_telemetry
 
 
 @dataclass(kw_only=True)
@@ -62,7 +62,7 @@ class InterconnectRuns:
         self.topology = read_topology(ctx.hardware.gpus)
         run = self.sweep(gpus)
         loaded = pcie_under_load(run.telemetry)
-        why = run.failure or telemetry.not_available_reason(run.telemetry, ctx.telemetry_note())
+        why = run.failure or read_telemetry(run.telemetry).why_not(ctx.telemetry_note())
         self.topology["pcie_under_load"] = loaded
         bounds = ctx.profile.topology
         checks = topology_checks(self.topology, bounds, loaded, load_note=f"no PCIe reading under load: {why}")

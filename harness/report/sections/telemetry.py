@@ -7,6 +7,7 @@ from markupsafe import Markup
 from harness.report import charts as svg
 from harness.results.reading import as_dict, as_list, as_number, as_text
 from harness.report.outcomes import SessionTest
+from harness.results.telemetry_summary import read_telemetry
 
 MAX_POINTS = 5000
 """Samples drawn per GPU and metric: enough for an hour at 1 Hz, bounded for a damaged file."""
@@ -38,7 +39,7 @@ def telemetry_charts(record: dict) -> list[Markup]:
                                 "per_gpu": {"<gpu index>": [[t_seconds, value], ...]}}}}
     """
     charts = []
-    for name, metric in as_dict(as_dict(record.get("telemetry")).get("metrics")).items():
+    for name, metric in read_telemetry(record.get("telemetry")).metrics.items():
         metric = as_dict(metric)
         series = _series(as_dict(metric.get("per_gpu")))
         if series:
@@ -53,8 +54,8 @@ def telemetry_charts(record: dict) -> list[Markup]:
 def telemetry_missing(tests: list[SessionTest]) -> str:
     """Why no timeline is drawn: the reasons the runs recorded, or that they predate telemetry."""
     reasons = list(dict.fromkeys(
-        as_text(telemetry.get("reason")) for telemetry in (as_dict(t.record.get("telemetry")) for t in tests)
-        if telemetry and telemetry.get("status") != "ok" and telemetry.get("reason")))
+        as_text(telemetry.reason) for telemetry in (read_telemetry(t.record.get("telemetry")) for t in tests)
+        if telemetry.status != "ok" and telemetry.reason))
     if not reasons and not any(t.record.get("model") for t in tests):
         return "None: no benchmark ran in this session, so no GPU timeline was sampled."
     if not reasons:

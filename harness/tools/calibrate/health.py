@@ -27,6 +27,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from harness.results.telemetry_summary import GpuTelemetry, read_telemetry
+
 UTIL_MARGIN_PCT = 5.0
 """Points under the lowest healthy mean: a GPU idle 5 % more of the window is a real change."""
 POWER_MARGIN = 0.85
@@ -57,20 +59,19 @@ MIN_RUNS = 3
 # Figures of one record
 
 
-def telemetry_gpus(record: dict) -> list[dict]:
+def telemetry_gpus(record: dict) -> list[GpuTelemetry]:
     """The GPUs of a successful record's telemetry (empty when there is none or it failed)."""
-    telemetry = record.get("telemetry") or {}
-    if record.get("status") != "ok" or telemetry.get("status") != "ok":
+    telemetry = read_telemetry(record.get("telemetry"))
+    if record.get("status") != "ok" or telemetry.status != "ok":
         return []
-    return [gpu for gpu in telemetry.get("gpus") or [] if isinstance(gpu, dict) and gpu.get("reduced")]
+    return [gpu for gpu in telemetry.gpus if gpu.reduced]
 
 
-def gpu_figures(gpu: dict) -> dict[str, float | None]:
+def gpu_figures(gpu: GpuTelemetry) -> dict[str, float | None]:
     """One GPU's window: mean utilization %, mean power / enforced limit, highest temperature °C."""
-    reduced = gpu["reduced"]
-    power, limit = reduced.get("power_w"), reduced.get("power_limit_w")
-    return {"util_pct": reduced.get("util_pct"), "power_fraction": power / limit if power and limit else None,
-            "temperature_c": reduced.get("temperature_c")}
+    power, limit = gpu.value("power_w"), gpu.value("power_limit_w")
+    return {"util_pct": gpu.value("util_pct"), "power_fraction": power / limit if power and limit else None,
+            "temperature_c": gpu.value("temperature_c")}
 
 
 def step_time_cv(record: dict) -> float | None:
