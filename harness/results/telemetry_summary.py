@@ -9,27 +9,19 @@ imports nothing of the harness above ``results``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+from harness.results.reading import as_dict, as_int, as_label, as_number, as_text
+
+def _name(value: Any) -> str | None:
+    """A UUID or a status as written: a string, cleaned to one short line (results/reading.py); else none."""
+    return as_label(value) if isinstance(value, str) else None
 
 
-def _whole(value: Any) -> int | None:
-    number = _number(value)
-    return int(number) if number is not None and number == int(number) else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _reason(value: Any) -> str | None:
+    """Why there is no telemetry, as the sampler wrote it: a sentence, cleaned; anything else is none."""
+    return as_text(value) or None if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,21 +51,21 @@ class GpuTelemetry:
 
     def value(self, key: str) -> float | None:
         """The reduction of metric ``key`` as a number; None where NVML gave none."""
-        return _number(self.reduced.get(key))
+        return as_number(self.reduced.get(key))
 
     @classmethod
     def read(cls, data: Any) -> GpuTelemetry:
-        data = _mapping(data)
-        clock_events = {str(k): int(v) for k, v in _mapping(data.get("clock_events")).items() if _whole(v) is not None}
-        return cls(index=_whole(data.get("index")), uuid=_text(data.get("uuid")), rank=_whole(data.get("rank")),
-                   samples=_whole(data.get("samples")) or 0, reduced=dict(_mapping(data.get("reduced"))),
-                   stats={str(k): _mapping(v) for k, v in _mapping(data.get("stats")).items()},
+        data = as_dict(data)
+        clock_events = {str(k): int(v) for k, v in as_dict(data.get("clock_events")).items() if as_int(v) is not None}
+        return cls(index=as_int(data.get("index")), uuid=_name(data.get("uuid")), rank=as_int(data.get("rank")),
+                   samples=as_int(data.get("samples")) or 0, reduced=dict(as_dict(data.get("reduced"))),
+                   stats={str(k): as_dict(v) for k, v in as_dict(data.get("stats")).items()},
                    clock_events=clock_events,
-                   counters={str(k): _mapping(v) for k, v in _mapping(data.get("counters")).items()},
-                   unsupported={str(k): str(v) for k, v in _mapping(data.get("unsupported")).items()},
-                   errors={str(k): str(v) for k, v in _mapping(data.get("errors")).items()},
+                   counters={str(k): as_dict(v) for k, v in as_dict(data.get("counters")).items()},
+                   unsupported={str(k): str(v) for k, v in as_dict(data.get("unsupported")).items()},
+                   errors={str(k): str(v) for k, v in as_dict(data.get("errors")).items()},
                    foreign_processes=tuple(p for p in data.get("foreign_processes") or () if isinstance(p, dict)),
-                   process_checks=_whole(data.get("process_checks")) or 0)
+                   process_checks=as_int(data.get("process_checks")) or 0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,11 +108,11 @@ def read_telemetry(data: Any) -> TelemetrySummary:
         return data
     if not isinstance(data, dict):
         return TelemetrySummary(status="unavailable")
-    window = _mapping(data.get("window"))
+    window = as_dict(data.get("window"))
     gpus = tuple(GpuTelemetry.read(gpu) for gpu in data.get("gpus") or () if isinstance(gpu, dict))
-    return TelemetrySummary(status=_text(data.get("status")) or "unavailable", reason=_text(data.get("reason")),
-                            period_s=_number(data.get("period_s")), window_s=_number(window.get("seconds")),
-                            window_start=_number(window.get("start")), window_end=_number(window.get("end")),
-                            window_samples=_whole(window.get("samples")),
+    return TelemetrySummary(status=_name(data.get("status")) or "unavailable", reason=_reason(data.get("reason")),
+                            period_s=as_number(data.get("period_s")), window_s=as_number(window.get("seconds")),
+                            window_start=as_number(window.get("start")), window_end=as_number(window.get("end")),
+                            window_samples=as_int(window.get("samples")),
                             gpus=gpus,
-                            metrics=_mapping(data.get("metrics")))
+                            metrics=as_dict(data.get("metrics")))
