@@ -15,6 +15,7 @@ from harness.node.xid import XidEvent
 from harness.plugin.gpu_state import GpuStateRunner
 from harness.plugin.results import CaseResult
 from harness.results.location import Location
+from harness.results.telemetry_summary import GpuTelemetry
 from support.fake_nvml import UUIDS, fake_nvml
 from support.sampling import drive
 from test_records import full_record
@@ -83,7 +84,7 @@ def test_throttle_reasons_carry_their_share_of_the_window_and_power_cap_is_infor
     assert "not faults" in check.note and "sw power cap in 10 of 10 samples (100%" in check.note
     healthy = checks_of(drive(fake_nvml(2, reasons=SW_POWER_CAP), tmp_path))["throttling"]
     assert healthy.passed is True and "sw power cap in 10 of 10 samples" in healthy.note
-    assert reason_shares({"samples": 0, "clock_events": {"gpu idle": 0}}, None) == {
+    assert reason_shares(GpuTelemetry(index=0, uuid=None, samples=0, clock_events={"gpu idle": 0}), None) == {
         "gpu idle": "gpu idle in 0 of ? samples"}
 
 
