@@ -128,10 +128,7 @@ def read_run_directory(path: Path, *, launch_records: bool = False) -> RunDirect
     problems: list[Problem] = []
     summaries: dict[str, dict | None] = {}
     for name in (SESSION_FILE, REPORT_FILE):
-        file = path / name
-        if not file.exists() and (path / f"{name}{PACKED}").exists():
-            file = path / f"{name}{PACKED}"
-        summaries[name], what = read_json_object(file)
+        summaries[name], what = read_json_object(_stored(path / name))
         if what is not None:
             problems.append(Problem(file=name, what=what))
     runs = path / RUNS_DIR
@@ -146,6 +143,12 @@ def read_run_directory(path: Path, *, launch_records: bool = False) -> RunDirect
     return RunDirectory(path=path, session=summaries[SESSION_FILE], report=summaries[REPORT_FILE],
                         has_runs=runs.is_dir(), records=tuple(records), problems=tuple(problems),
                         launch_records=_launch_records(path, {r.name for r in records}) if launch_records else ())
+
+
+def _stored(path: Path) -> Path:
+    """``path``, or its packed copy (``<name>.gz``) where only that is there."""
+    packed = path.with_name(f"{path.name}{PACKED}")
+    return packed if not path.exists() and packed.exists() else path
 
 
 def _run_files(runs: Path) -> list[Path]:
@@ -233,7 +236,7 @@ def _record_problem(record: RunRecord) -> str | None:
 
 def is_run_dir(path: Path) -> bool:
     """A directory an acceptance session wrote: it holds session.json or report.json."""
-    return any((path / f"{name}{suffix}").is_file() for name in (SESSION_FILE, REPORT_FILE) for suffix in ("", PACKED))
+    return any(_stored(path / name).is_file() for name in (SESSION_FILE, REPORT_FILE))
 
 
 def find_run_dirs(paths: list[Path]) -> list[Path]:

@@ -211,11 +211,10 @@ def _scaling_check(key: str, name: str, measured: float | None, note: str, bound
     fitted = bounds.reference(bound_key, world_size)
     if fitted is not None and fitted.node_gpus is not None and reference_at_once is not None \
             and fitted.node_gpus != reference_at_once:
-        return Check(key=key, name=name, kind="performance", measured=measured, bound=None, unit="", comparison=">=",
-                     passed=None, source=source,
-                     note=f"not evaluated: no {bound_key} bound measured for {world_size} GPUs with the 1-GPU "
-                          f"reference on {reference_at_once} GPUs at once (the profile's was measured with it on "
-                          f"{fitted.node_gpus}: nodes of {fitted.node_gpus} GPUs)")
+        return unmeasured_shape(key, name, "performance", measured, "", ">=", source,
+                                f"not evaluated: no {bound_key} bound measured for {world_size} GPUs with the 1-GPU "
+                                f"reference on {reference_at_once} GPUs at once (the profile's was measured with it "
+                                f"on {fitted.node_gpus}: nodes of {fitted.node_gpus} GPUs)")
     bound_by_gpus = getattr(bounds, bound_key)
     check = _bounded(key, name, "performance", measured, bound_by_gpus.get(world_size), "", ">=", source, note)
     if check is not None:
@@ -227,8 +226,8 @@ def _scaling_check(key: str, name: str, measured: float | None, note: str, bound
                       "(the profile has no multi-node bound)")
             check = replace(check, note=f"{check.note}; {across}" if check.note else across)
         return check
-    return Check(key=key, name=name, kind="performance", measured=measured, bound=None, unit="", comparison=">=",
-                 passed=None, source=source, note=f"not evaluated: no bound measured for {world_size} GPUs")
+    return unmeasured_shape(key, name, "performance", measured, "", ">=", source,
+                            f"not evaluated: no bound measured for {world_size} GPUs")
 
 
 def _ratio_to_baseline(value: float | None, baseline: RunRecord | None,

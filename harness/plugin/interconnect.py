@@ -61,8 +61,9 @@ class InterconnectRuns:
         gpus = ctx.hardware.gpu_count
         self.topology = read_topology(ctx.hardware.gpus)
         run = self.sweep(gpus)
-        loaded = pcie_under_load(run.telemetry)
-        why = run.failure or read_telemetry(run.telemetry).why_not(ctx.telemetry_note())
+        telemetry = read_telemetry(run.telemetry)
+        loaded = pcie_under_load(telemetry)
+        why = run.failure or telemetry.why_not(ctx.telemetry_note())
         self.topology["pcie_under_load"] = loaded
         bounds = ctx.profile.topology
         checks = topology_checks(self.topology, bounds, loaded, load_note=f"no PCIe reading under load: {why}")

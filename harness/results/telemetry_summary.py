@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from harness.results.reading import as_dict, as_int, as_label, as_number, as_text
 
+
 def _name(value: Any) -> str | None:
     """A UUID or a status as written: a string, cleaned to one short line (results/reading.py); else none."""
     return as_label(value) if isinstance(value, str) else None
@@ -21,7 +22,7 @@ def _name(value: Any) -> str | None:
 
 def _reason(value: Any) -> str | None:
     """Why there is no telemetry, as the sampler wrote it: a sentence, cleaned; anything else is none."""
-    return as_text(value) or None if isinstance(value, str) else None
+    return (as_text(value) or None) if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,9 +98,6 @@ class TelemetrySummary:
             return self.reason
         return "no GPU was sampled" if self.status == "ok" and not self.gpus else fallback
 
-    def gpu(self, uuid: str | None) -> GpuTelemetry | None:
-        return next((gpu for gpu in self.gpus if uuid and gpu.uuid == uuid), None)
-
 
 def read_telemetry(data: Any) -> TelemetrySummary:
     """A run record's ``telemetry`` (the sampler's JSON) as a ``TelemetrySummary``; anything that is not one
@@ -113,6 +111,5 @@ def read_telemetry(data: Any) -> TelemetrySummary:
     return TelemetrySummary(status=_name(data.get("status")) or "unavailable", reason=_reason(data.get("reason")),
                             period_s=as_number(data.get("period_s")), window_s=as_number(window.get("seconds")),
                             window_start=as_number(window.get("start")), window_end=as_number(window.get("end")),
-                            window_samples=as_int(window.get("samples")),
-                            gpus=gpus,
+                            window_samples=as_int(window.get("samples")), gpus=gpus,
                             metrics=as_dict(data.get("metrics")))

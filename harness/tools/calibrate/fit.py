@@ -202,7 +202,8 @@ def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
     for (table, key), entries in by_line.items():
         span = _section_span(lines, table)
         if span is None and table in NEW_TABLES:  # a kind's first all-reduce bounds: its table, made here
-            lines += ["", f"[{table}]", f"source = {json.dumps(source or 'fitted by harness calibrate-fit')}"]
+            lines += ["", f"[{table}]",
+                      f"source = {json.dumps(source or 'fitted by harness calibrate-fit', ensure_ascii=False)}"]
             span = _section_span(lines, table)
         if span is None:
             raise CalibrationError(f"the profile has no [{table}] table for the fitted {key}; add the case first")

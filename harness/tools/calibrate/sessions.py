@@ -144,10 +144,9 @@ def _component_figures(summary: dict, host: str, session: str, node_gpus: int) -
             continue
         recorded = as_int(data.get("gpus_at_once"))
         at_once = recorded if recorded is not None else node_gpus
-        for check in map(as_dict, as_list(result.get("checks"))):
-            bound_key = CHECK_TO_BOUND.get(as_text(check.get("key")))
-            measured = as_number(check.get("measured"))
-            if bound_key and bound_key.endswith("concurrent_gbps") and measured is not None:
+        for key, measured in _measured(result):
+            bound_key = CHECK_TO_BOUND.get(key)
+            if bound_key and bound_key.endswith("concurrent_gbps"):
                 figures.append(Figure(table="components", key=bound_key, gpus=at_once, value=measured, host=host,
                                       session=session))
     return figures
@@ -161,12 +160,16 @@ def _interconnect_figures(summary: dict, host: str, session: str) -> list[Figure
         gpus = as_int(as_dict(result.get("interconnect")).get("gpus"))
         if gpus is None or gpus < 2:
             continue
-        for check in map(as_dict, as_list(result.get("checks"))):
-            measured = as_number(check.get("measured"))
-            if as_text(check.get("key")) == "allreduce_busbw" and measured is not None:
-                figures.append(Figure(table="interconnect", key="min_allreduce_busbw_gbps", gpus=gpus, value=measured,
-                                      host=host, session=session))
+        figures += [Figure(table="interconnect", key="min_allreduce_busbw_gbps", gpus=gpus, value=measured, host=host,
+                           session=session) for key, measured in _measured(result) if key == "allreduce_busbw"]
     return figures
+
+
+def _measured(result: dict) -> list[tuple[str, float]]:
+    """(key, measured figure) of each check of a session.json result that has a number."""
+    checks = map(as_dict, as_list(result.get("checks")))
+    return [(as_text(check.get("key")), measured) for check in checks
+            if (measured := as_number(check.get("measured"))) is not None]
 
 
 def health_failures(summary: dict) -> list[str]:
