@@ -343,6 +343,30 @@ def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound():
     assert len(judged) == 98 + 2  # and the all-reduce at 2 and 4 GPUs
 
 
+def test_host_e_records_rejudged_by_todays_checks_pass_every_shipped_bound():
+    """The checks as they stand (telemetry read through its type, efficiencies tied to the node size they were
+    fitted on), run over host E's recorded 4 x H100 windows against the shipped profile: every training case
+    passes, each efficiency is judged (its reference ran on the 4 GPUs the bounds were fitted with), and the
+    GPU telemetry checks read the real records' samples (judged, not "not evaluated")."""
+    from harness.checks.verdict import weak_scaling_checks
+    from harness.run_directory import read_run_directory, run_record
+
+    shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
+    records = [run_record(r.data) for r in read_run_directory(HOST_E / "20261127-124457-vm-h100-80gb-900").records]
+    references = {(r.model, r.precision): r for r in records if r.world_size == 1}
+    judged = 0
+    for record in records:
+        baseline = references[(record.model, record.precision)]
+        bounds = shipped.bounds(record.model, record.precision)
+        checks = {c.key: c for c in weak_scaling_checks(record, baseline, bounds, telemetry_note="n/a")}
+        assert not [c for c in checks.values() if c.passed is False], (record.run_id, checks)
+        assert checks["throttling"].passed is True and checks["foreign_processes"].passed is True, record.run_id
+        if record.world_size > 1:
+            assert checks["weak_efficiency"].passed is True, checks["weak_efficiency"]
+            judged += 1
+    assert len(records) == 24 and judged == 16
+
+
 def test_one_nccl_channel_fails_the_h100_all_reduce_bound_that_a_healthy_host_meets():
     """The partial interconnect degradation the all-reduce bound exists for (issue 27), on host E."""
     bound = load_profile(REPO / "thresholds" / "h100-80gb.toml").interconnect.min_allreduce_busbw_gbps
