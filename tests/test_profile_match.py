@@ -15,13 +15,14 @@ from support.hardware import make_hardware
 
 
 def profile(name: str, device: str = "cuda", contains: str | None = None,
-            min_gib: float | None = None, max_gib: float | None = None) -> SimpleNamespace:
+            min_gib: float | None = None, max_gib: float | None = None,
+            node_gpus: int | None = None) -> SimpleNamespace:
     """A stand-in for harness.profile.bounds.Profile with only the attributes selection reads."""
     return SimpleNamespace(
         name=name,
         path=Path(f"thresholds/{name}.toml"),
         hardware=SimpleNamespace(device=device, gpu_name_contains=contains,
-                                 min_memory_gib=min_gib, max_memory_gib=max_gib),
+                                 min_memory_gib=min_gib, max_memory_gib=max_gib, node_gpus=node_gpus),
     )
 
 
@@ -259,3 +260,26 @@ def test_cli_detect_with_the_real_thresholds_module_reports_a_missing_dir(
     assert captured.err.startswith("error: ")
     assert str(missing) in captured.err
     assert "Traceback" not in captured.err
+
+
+def test_a_profile_fitted_on_this_node_size_wins_and_other_sizes_keep_the_general_one() -> None:
+    # h100-80gb's bounds were fitted on nodes of 4 GPUs, h100-80gb-x2's on nodes of 2: a node of 2 GPUs
+    # is judged by figures of its own shape, every other size by the general profile.
+    profiles = [profile("h100-80gb", contains="H100 80GB HBM3", min_gib=70),
+                profile("h100-80gb-x2", contains="H100 80GB HBM3", min_gib=70, node_gpus=2)]
+    gpu = ("NVIDIA H100 80GB HBM3", 79.6)
+
+    assert select_profile(make_hardware(gpu, gpu), profiles).name == "h100-80gb-x2"
+    assert select_profile(make_hardware(gpu, gpu, gpu, gpu), profiles).name == "h100-80gb"
+    assert select_profile(make_hardware(gpu), profiles).name == "h100-80gb"
+
+
+def test_a_node_of_another_size_is_told_which_sizes_the_profiles_hold() -> None:
+    profiles = [profile("h100-80gb-x2", contains="H100 80GB HBM3", min_gib=70, node_gpus=2)]
+    gpu = ("NVIDIA H100 80GB HBM3", 79.6)
+
+    with pytest.raises(HardwareError) as excinfo:
+        select_profile(make_hardware(gpu, gpu, gpu), profiles)
+
+    assert "h100-80gb-x2 (H100 80GB HBM3, >= 70 GiB, nodes of 2 GPUs)" in str(excinfo.value)
+    assert "3 x NVIDIA H100 80GB HBM3" in str(excinfo.value)

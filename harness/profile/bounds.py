@@ -48,6 +48,9 @@ class HardwareMatch:
     """Smallest GPU memory (GiB, 1024³ bytes) the profile accepts; tells 40 GB from 80 GB parts."""
     max_memory_gib: float | None = None
     """Largest GPU memory (GiB) the profile accepts."""
+    node_gpus: int | None = None
+    """The node size (GPUs the node shows) this profile's bounds were fitted on; None: any size. A node
+    of this size picks this profile over one without it, as its figures are of this shape."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -78,14 +78,15 @@ def _fits(profile: Profile, hw: Hardware) -> bool:
         return False
     if rule.max_memory_gib is not None and memory_gib > rule.max_memory_gib:
         return False
-    return True
+    return rule.node_gpus is None or rule.node_gpus == hw.gpu_count
 
 
-def _specificity(profile: Profile) -> tuple[int, int]:
-    """Longer name fragments are more specific ("H200 NVL" over "H200"), then memory bounds."""
+def _specificity(profile: Profile) -> tuple[int, bool, int]:
+    """Longer name fragments are more specific ("H200 NVL" over "H200"), then a profile fitted on this
+    node's size (its bounds are of this shape), then memory bounds."""
     rule = profile.hardware
     memory_bounds = (rule.min_memory_gib is not None) + (rule.max_memory_gib is not None)
-    return (len(rule.gpu_name_contains or ""), memory_bounds)
+    return (len(rule.gpu_name_contains or ""), rule.node_gpus is not None, memory_bounds)
 
 
 def _rule_text(profile: Profile) -> str:
@@ -97,6 +98,8 @@ def _rule_text(profile: Profile) -> str:
         parts.append(f">= {rule.min_memory_gib:g} GiB")
     if rule.max_memory_gib is not None:
         parts.append(f"<= {rule.max_memory_gib:g} GiB")
+    if rule.node_gpus is not None:
+        parts.append(f"nodes of {rule.node_gpus} GPUs")
     return f"{profile.name} ({', '.join(parts)})"
 
 

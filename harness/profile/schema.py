@@ -133,6 +133,8 @@ HARDWARE_MATCH_FIELDS = (
           doc="smallest GPU memory accepted, GiB (1024^3 bytes)"),
     Field(key="max_memory_gib", kind=NUMBER, rule=_greater_than(0, " GiB"),
           doc="largest GPU memory accepted, GiB (1024^3 bytes)"),
+    Field(key="node_gpus", kind=INTEGER, rule=_at_least(1, " (GPUs)"),
+          doc="only nodes that show exactly this many GPUs: the node size the profile's bounds were fitted on"),
 )
 
 HARDWARE_FIELDS = (
