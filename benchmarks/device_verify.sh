@@ -17,6 +17,9 @@
 #                      `harness calibrate-fit` (no re-measures; the all-reduce measured where the profile has no
 #                      bound yet); never a sign-off
 # Each step's records come back as $OUT/STEP.tgz and its last lines in $OUT/verify.txt.
+# SESSION_LIMIT_S=N interrupts a session after N s (SIGINT: the harness writes what it measured), so that a
+# session which runs past what is left of the call still returns its records (2026-11-27: a default session
+# cut by the call's own limit returned nothing).
 set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/v
@@ -30,7 +33,8 @@ gpus=$(nvidia-smi -L | wc -l)
 session() {  # NAME, then pytest arguments: the session's last lines and its wall time into NAME.txt
     local name=$1; shift
     local start=$SECONDS
-    python3 -m pytest -p harness.plugin acceptance -q -rfEs --harness-report-dir "/tmp/v/$name" "$@" \
+    timeout --signal=INT --kill-after=30 "${SESSION_LIMIT_S:-86400}" \
+        python3 -m pytest -p harness.plugin acceptance -q -rfEs --harness-report-dir "/tmp/v/$name" "$@" \
         > "/tmp/v/$name.log" 2>&1
     local status=$?
     { echo "== $name: exit $status, $((SECONDS - start)) s wall"; grep -E "^(FAILED|harness: (PASS|FAIL|INCOMPLETE|failed|did not run|NOT JUDGED|time))| passed| failed" "/tmp/v/$name.log" | tail -n 25; } \

@@ -315,25 +315,37 @@ def test_the_unhealthy_host_is_refused_and_fails_the_healthy_hosts_bounds(tmp_pa
 
 
 HOST_E = REPO / "docs" / "data" / "2026-11-27-h100x4-host-e" / "sessions"
+HOST_F = REPO / "docs" / "data" / "2026-11-27-h100x4-host-f" / "sessions"
+NOT_IN_THE_TRAINING_FIT = (HOST_E / "20261127-124457-vm-h100-80gb-900",
+                           HOST_F / "20261127-151521-vm-h100-80gb-916",
+                           HOST_F / "20261127-151855-vm-h100-80gb-1317")
+"""Host E's default session and host F's two calibration sessions: none of these hosts gave a training bound."""
+ALLREDUCE_FIT = (HOST_D / "20261127-123417-vm-h100-80gb-2181", HOST_D / "20261127-123834-vm-h100-80gb-2581",
+                 *NOT_IN_THE_TRAINING_FIT)
+"""The sessions thresholds/h100-80gb.toml's [interconnect] was fitted from (hosts D, E, F)."""
+X2 = REPO / "docs" / "data" / "2026-11-27-h100x2" / "sessions"
 
 
-def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound():
-    """Host E (docs/data/2026-11-27-h100x4-host-e): each figure its default session measured, as the fit reads
-    it, meets the shipped h100-80gb bound of its table, key and GPU count, and every fitted bound was met."""
+def shipped_reference(profile, figure):
+    """The shipped bound of a figure's table, key and GPU count, as a reference (None: the profile has none)."""
+    if figure.table == "interconnect":
+        references = profile.interconnect.references
+    elif figure.table == "components":
+        references = profile.components.references
+    else:
+        _, model, precision = figure.table.split(".")
+        references = profile.bounds(model, precision).references
+    return references.get(figure.key, {}).get(figure.gpus)
+
+
+@pytest.mark.parametrize("run_dir", NOT_IN_THE_TRAINING_FIT, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
+def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(run_dir):
+    """Hosts E and F (docs/data/2026-11-27-h100x4-host-e, -host-f): each figure their sessions measured, as the fit
+    reads it, meets the shipped h100-80gb bound of its table, key and GPU count, and every fitted bound was met."""
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
-    session = read_session(HOST_E / "20261127-124457-vm-h100-80gb-900")
     judged = set()
-    for figure in session.figures:
-        if figure.table == "interconnect":  # measured on host D, not fitted across hosts: a plain limit
-            assert figure.value >= shipped.interconnect.min_allreduce_busbw_gbps[figure.gpus], figure
-            judged.add((figure.table, figure.key, figure.gpus))
-            continue
-        if figure.table == "components":
-            references = shipped.components.references
-        else:
-            _, model, precision = figure.table.split(".")
-            references = shipped.bounds(model, precision).references
-        reference = references.get(figure.key, {}).get(figure.gpus)
+    for figure in read_session(run_dir).figures:
+        reference = shipped_reference(shipped, figure)
         if reference is None:
             continue
         judged.add((figure.table, figure.key, figure.gpus))
@@ -343,16 +355,17 @@ def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound():
     assert len(judged) == 98 + 2  # and the all-reduce at 2 and 4 GPUs
 
 
-def test_host_e_records_rejudged_by_todays_checks_pass_every_shipped_bound():
+@pytest.mark.parametrize("run_dir", NOT_IN_THE_TRAINING_FIT, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
+def test_records_of_hosts_outside_the_fit_rejudged_by_todays_checks_pass_every_shipped_bound(run_dir):
     """The checks as they stand (telemetry read through its type, efficiencies tied to the node size they were
-    fitted on), run over host E's recorded 4 x H100 windows against the shipped profile: every training case
-    passes, each efficiency is judged (its reference ran on the 4 GPUs the bounds were fitted with), and the
+    fitted on), run over hosts E's and F's recorded 4 x H100 windows against the shipped profile: every training
+    case passes, each efficiency is judged (its reference ran on the 4 GPUs the bounds were fitted with), and the
     GPU telemetry checks read the real records' samples (judged, not "not evaluated")."""
     from harness.checks.verdict import weak_scaling_checks
     from harness.run_directory import read_run_directory, run_record
 
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
-    records = [run_record(r.data) for r in read_run_directory(HOST_E / "20261127-124457-vm-h100-80gb-900").records]
+    records = [run_record(r.data) for r in read_run_directory(run_dir).records]
     references = {(r.model, r.precision): r for r in records if r.world_size == 1}
     judged = 0
     for record in records:
@@ -365,6 +378,41 @@ def test_host_e_records_rejudged_by_todays_checks_pass_every_shipped_bound():
             assert checks["weak_efficiency"].passed is True, checks["weak_efficiency"]
             judged += 1
     assert len(records) == 24 and judged == 16
+
+
+@pytest.mark.parametrize(("profile_name", "sessions", "keys"), [
+    ("h100-80gb", ALLREDUCE_FIT, {"min_allreduce_busbw_gbps"}),
+    ("h100-80gb-x2", tuple(sorted(X2.iterdir())), None),
+], ids=["h100-80gb-interconnect", "h100-80gb-x2"])
+def test_shipped_fitted_bounds_come_out_of_the_sessions_they_name(profile_name, sessions, keys):
+    """A shipped fit is reproducible from docs/data: h100-80gb's all-reduce bounds from hosts D, E and F, and every
+    bound of h100-80gb-x2 (nodes of 2 GPUs) from its 4 sessions on 3 hosts."""
+    shipped = load_profile(REPO / "thresholds" / f"{profile_name}.toml")
+    fitted = [f for f in fit([read_session(folder) for folder in sessions]) if keys is None or f.key in keys]
+    for bound in fitted:
+        reference = shipped_reference(shipped, bound)
+        assert reference is not None, bound
+        assert (reference.ref, reference.tol, reference.hosts) == (
+            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), 3), bound
+    assert len(fitted) == (2 if keys else 59)
+
+
+def test_a_node_of_2_gpus_is_judged_by_its_own_shape_where_the_4_gpu_fit_judged_nothing():
+    """The x2 sessions' efficiencies: not evaluated against h100-80gb (its 1-GPU reference ran on 4 GPUs at once),
+    judged against h100-80gb-x2 (node_gpus = 2)."""
+    from harness.checks.verdict import weak_scaling_checks
+    from harness.run_directory import read_run_directory, run_record
+
+    records = [run_record(r.data) for r in read_run_directory(X2 / "20261127-153202-vm-h100-80gb-634").records]
+    references = {(r.model, r.precision): r for r in records if r.world_size == 1}
+    outcomes = {}
+    for name in ("h100-80gb", "h100-80gb-x2"):
+        profile = load_profile(REPO / "thresholds" / f"{name}.toml")
+        outcomes[name] = [c.passed for r in records if r.world_size == 2
+                          for c in weak_scaling_checks(r, references[(r.model, r.precision)],
+                                                       profile.bounds(r.model, r.precision), telemetry_note="n/a")
+                          if c.key == "weak_efficiency"]
+    assert outcomes == {"h100-80gb": [None] * 8, "h100-80gb-x2": [True] * 8}
 
 
 def test_one_nccl_channel_fails_the_h100_all_reduce_bound_that_a_healthy_host_meets():
