@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from harness.cases import CaseId
 from harness.files import write_json_atomic
+from harness.results.job import Failure, Status
 from harness.results.overrides import Override, find_overrides
 
 SCHEMA_VERSION = 1
 
-Status = Literal["ok", "failed", "timeout", "invalid"]
 Scaling = Literal["weak", "strong"]
 
 
@@ -82,17 +82,6 @@ class Versions:
     driver: str | None
     python: str
     harness: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Failure:
-    reason: str
-    """One line a person can act on, e.g. 'rank 1 (host a, GPU 3) exited with signal SIGKILL'."""
-    phase: str | None = None
-    """Where it happened: setup, warmup, measure, report."""
-    rank: int | None = None
-    log_tails: dict[str, str] = field(default_factory=dict)
-    """Last lines of each rank's log (and the launcher's), keyed by log name."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

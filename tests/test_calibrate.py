@@ -15,7 +15,8 @@ from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.node.hardware import GpuInfo, Hardware, HardwareError
 from harness.profile.load import cli_check, load_profile
 from harness.profile.match import select_profile
-from harness.records import Failure, RunRecord, StepTimeStats, Versions
+from harness.records import RunRecord, StepTimeStats, Versions
+from harness.results.job import Failure
 from harness.tools.batchsize.search import JudgedProbe, ProbeResult, SearchResult
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.bounds import (BatchChoice, CaseMeasurement, Margins, derive_bounds, measure_case,

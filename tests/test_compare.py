@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.cases import CaseId
-from harness.records import Failure, RunRecord, StepTimeStats, Versions, write_record
+from harness.records import RunRecord, StepTimeStats, Versions, write_record
+from harness.results.job import Failure
 from harness.tools.compare import cli_compare, compare, format_comparison, summarize
 from harness.tools.run_sets import CompareError, load_run_set, record_case
 

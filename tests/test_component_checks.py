@@ -185,7 +185,7 @@ def test_peer_checks_name_the_pair_and_the_slowest_pair_of_the_node():
 
 def test_a_failed_launch_is_a_failed_sanity_check():
     assert checks.completed_check("timeout", "the launch exceeded its 600 s limit").passed is False
-    assert checks.completed_check("ok", None).passed is True
+    assert checks.completed_check("ok", "").passed is True
 
 
 # --- the [components] profile section -------------------------------------------------------------

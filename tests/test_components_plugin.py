@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.launch.components import ComponentsRun
+from harness.results.job import Failure
 from support.profiles import cpu_test_profile
 
 pytest_plugins = ["pytester"]
@@ -158,7 +159,7 @@ def test_a_gpu_no_rank_reported_fails_rather_than_skips(suite, monkeypatch):
 def test_a_failed_launch_fails_every_component_test_with_its_reason(suite, monkeypatch):
     run, _ = suite
     monkeypatch.setattr("harness.plugin.components.run_components", lambda spec, run_dir, *, run_id: ComponentsRun(
-        run_id=run_id, status="timeout", failure="the launch exceeded its 60 s limit"))
+        run_id=run_id, status="timeout", failure=Failure(reason="the launch exceeded its 60 s limit")))
     result = run("test_components.py", "-k", "gemm or memory")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*component benchmarks completed: FAILED*exceeded its 60 s limit*"])

@@ -24,6 +24,7 @@ from harness.workloads import allreduce as interconnect
 from harness.workloads.allreduce import check_allreduce, expected_sum, fill_pattern, pattern_values
 from harness.workloads.busbw import GIB, MIB, bus_bandwidth_gbps, default_max_bytes, iterations_for, message_sizes
 from harness.workloads.plan import AllReducePlan, read_plan
+from harness.results.job import Failure
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.profiles import cpu_test_profile
 from support.sampling import drive
@@ -191,8 +192,8 @@ def test_a_wrong_sum_fails_whatever_the_speed():
 
 
 def test_a_failed_sweep_is_one_failed_check_with_the_reason():
-    checks = allreduce_checks(AllReduceRun(gpus=4, run_id="r", status="timeout", failure="rank 2 ... hung"), BOUNDS,
-                              missing_note="n/a")
+    run = AllReduceRun(gpus=4, run_id="r", status="timeout", failure=Failure(reason="rank 2 ... hung"))
+    checks = allreduce_checks(run, BOUNDS, missing_note="n/a")
     assert len(checks) == 1 and checks[0].passed is False and checks[0].note == "rank 2 ... hung"
 
 

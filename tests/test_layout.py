@@ -197,6 +197,36 @@ def test_the_telemetry_summary_is_read_through_its_type():
     assert not offenders, offenders
 
 
+JOB_RESULT_MODULE = "harness/results/job.py"
+JOB_RESULT_NAMES = ("JobResult", "Failure", "Status")
+
+
+def test_every_kind_of_job_ends_in_one_result_shape():
+    """Issue 29: two result shapes (``RunRecord``; ``launch/supervise.JobResult`` with ``failure: str``) became
+    one: the ground floor's ``Status`` and ``Failure`` in every job's result, the jobs that write their own
+    result subclassing its ``JobResult``, and no other module defining a shape of that name."""
+    import typing
+
+    from harness.launch.allreduce import AllReduceRun
+    from harness.launch.components import ComponentsRun
+    from harness.launch.soak import SoakRun
+    from harness.records import RunRecord
+    from harness.results.job import Failure, JobResult, Status
+
+    assert all(issubclass(kind, JobResult) for kind in (AllReduceRun, ComponentsRun, SoakRun))
+    record = typing.get_type_hints(RunRecord)
+    result = typing.get_type_hints(JobResult)
+    assert record["failure"] == result["failure"] == Failure | None
+    assert record["status"] == result["status"] == Status
+    elsewhere = [f"{name}: {node.targets[0].id if isinstance(node, ast.Assign) else node.name}"
+                 for name, path in MODULES.items() if str(path.relative_to(PACKAGE.parent)) != JOB_RESULT_MODULE
+                 for node in ast.parse(path.read_text()).body
+                 if (isinstance(node, ast.ClassDef) and node.name in JOB_RESULT_NAMES)
+                 or (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                     and node.targets[0].id in JOB_RESULT_NAMES)]
+    assert not elsewhere, elsewhere
+
+
 STAGES: tuple[tuple[str, ...], ...] = (
     ("results", "cases", "catalog", "definitions", "exitcodes", "durations", "files", "timeline", "records"),
     ("node",), ("run_directory",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",),

@@ -215,7 +215,7 @@ def test_a_failure_record_names_the_overrides_its_ranks_ran_with():
     """A fault injected through the launch's environment turns up in the launcher's failure record too."""
     from harness.launch.benchmark import failure_record
     from harness.launch.spec import BenchmarkSpec, LaunchSettings
-    from harness.records import Failure
+    from harness.results.job import Failure
 
     spec = BenchmarkSpec(model="tiny_bert", precision="fp32", batch_size_per_gpu=2,
                          launch=LaunchSettings(gpus_per_node=1, device="cpu",

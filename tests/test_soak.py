@@ -13,6 +13,7 @@ from harness.launch.soak import SoakRun
 from harness.launch.spec import LaunchSettings, SoakSpec
 from harness.profile.bounds import CaseBounds, SoakBounds
 from harness.workloads.soak_windows import parse_duration, throughput_decay, window_seconds
+from harness.results.job import Failure
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.sampling import drive
 
@@ -98,7 +99,7 @@ def test_without_a_soak_bound_the_decay_is_shown_not_passed():
 
 
 def test_a_soak_that_died_keeps_its_windows_and_fails():
-    run = _run(status="failed", failure="rank 1 (host a, GPU 1) was killed by SIGKILL in phase measure",
+    run = _run(status="failed", failure=Failure(reason="rank 1 (host a, GPU 1) was killed by SIGKILL in phase measure"),
                loss_finite=None)
     checks = _by_name(soak_checks(run, SOAK, CASE, missing_note="n/a"))
     assert checks["soak completed"].passed is False and "SIGKILL" in checks["soak completed"].note

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from harness.records import Failure
+from harness.results.job import Failure
 from harness.profile.bounds import CaseBounds
 from harness.checks.straggler import name_straggler
 from harness.results.check import Check

@@ -36,10 +36,10 @@ def location_of(rank: dict) -> tuple[Location, ...]:
     return (location,) if location is not None else ()
 
 
-def completed_check(status: str, failure: str | None) -> Check:
+def completed_check(status: str, why: str) -> Check:
     """Sanity: the launch ran to its end and left its figures."""
     return Check(key="components_completed", name="component benchmarks completed", kind="sanity", measured=None,
-                 bound=None, unit="", comparison="==", passed=status == "ok", note=failure or "")
+                 bound=None, unit="", comparison="==", passed=status == "ok", note=why)
 
 
 def reported_check(where: str, locations: tuple[Location, ...] = ()) -> Check:

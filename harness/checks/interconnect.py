@@ -22,7 +22,7 @@ def allreduce_checks(run: AllReduceRun, bounds: Any, *, missing_note: str) -> li
     """Sanity (the sweep ran, every sum was right), then bus bandwidth at the largest message vs
     the profile's bound for this GPU count, then the GPUs' health during the sweep."""
     completed = Check(name="all-reduce sweep completed", kind="sanity", measured=None, bound=None, unit="",
-                      comparison="==", passed=run.status in ("ok", "invalid"), note=run.failure or "")
+                      comparison="==", passed=run.status in ("ok", "invalid"), note=run.why)
     if not completed.passed:
         return [completed]
     wrong = [r for r in run.rows if not r.get("correct")]

@@ -16,7 +16,7 @@ def soak_checks(run: SoakRun, soak_bounds: Any, case_bounds: Any, *, missing_not
     ran = run.status in ("ok", "invalid")
     completed = Check(name="soak completed", kind="sanity", measured=None, bound=None, unit="", comparison="==",
                       passed=ran, note=f"{len(run.windows)} windows of about {run.spec.window:.0f} s" if ran
-                      else (run.failure or "no reason recorded"))
+                      else (run.why or "no reason recorded"))
     checks = [completed]
     if completed.passed:
         checks.append(Check(name="loss finite", kind="sanity", measured=None, bound=None, unit="", comparison="==",

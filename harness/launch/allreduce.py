@@ -9,7 +9,8 @@ from pathlib import Path
 
 from harness.launch.command import prepare_launch
 from harness.launch.spec import AllReduceSpec
-from harness.launch.supervise import JobResult, run_job
+from harness.launch.supervise import run_job
+from harness.results.job import JobResult
 from harness.workloads.plan import ALLREDUCE_RESULT_FILE
 
 
@@ -27,8 +28,7 @@ class AllReduceRun(JobResult):
         return max(self.rows, key=lambda r: r["size_bytes"]) if self.rows else None
 
     def to_dict(self) -> dict:
-        return {"gpus": self.gpus, "run_id": self.run_id, "status": self.status, "rows": self.rows,
-                "failure": self.failure, "telemetry": self.telemetry, "elapsed_s": self.elapsed_s,
+        return {"gpus": self.gpus, **self.outcome_dict(), "rows": self.rows, "telemetry": self.telemetry,
                 "backend": self.result.get("backend"), "nccl": self.result.get("nccl"),
                 "torch_peer_access": self.result.get("torch_peer_access"), "ranks": self.result.get("ranks")}
 
@@ -42,7 +42,7 @@ def run_allreduce(spec: AllReduceSpec, run_dir: Path, *, run_id: str) -> AllRedu
         result = json.loads((run_dir / ALLREDUCE_RESULT_FILE).read_text())
         return AllReduceRun(gpus=spec.world_size, run_id=run_id, status=result["status"], rows=result["rows"],
                             telemetry=outcome.telemetry, result=result, elapsed_s=outcome.elapsed_s)
-    return AllReduceRun(gpus=spec.world_size, run_id=run_id, status=outcome.status, failure=outcome.failure.reason,
+    return AllReduceRun(gpus=spec.world_size, run_id=run_id, status=outcome.status, failure=outcome.failure,
                         telemetry=outcome.telemetry, elapsed_s=outcome.elapsed_s)
 
 

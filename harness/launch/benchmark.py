@@ -18,7 +18,8 @@ from harness.launch.command import Rendezvous, make_run_id, prepare_launch, slur
 from harness.launch.spec import BenchmarkSpec
 from harness.launch.supervise import JobOutcome, run_job
 from harness.results.overrides import find_overrides
-from harness.records import Failure, RunRecord, Status, read_record, write_record
+from harness.records import RunRecord, read_record, write_record
+from harness.results.job import Failure, Status
 from harness.workloads.plan import RECORD_FILE
 
 

@@ -15,7 +15,8 @@ from typing import Callable, ClassVar, Sequence
 
 from harness.launch.command import worker_command
 from harness.launch.spec import LaunchedSpec, LaunchSettings, check_positive_seconds
-from harness.launch.supervise import JobResult, run_job
+from harness.launch.supervise import run_job
+from harness.results.job import JobResult
 from harness.workloads.busbw import GIB, MIB
 from harness.node.hardware import GpuInfo
 from harness.workloads.components.arith import numa_node_of
@@ -111,8 +112,7 @@ class ComponentsRun(JobResult):
         return None
 
     def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "status": self.status, "failure": self.failure,
-                "elapsed_s": self.elapsed_s, "result": self.result}
+        return {**self.outcome_dict(), "result": self.result}
 
 
 def run_components(spec: ComponentsSpec, run_dir: Path, *, run_id: str) -> ComponentsRun:
@@ -127,5 +127,5 @@ def run_components(spec: ComponentsSpec, run_dir: Path, *, run_id: str) -> Compo
         result = json.loads((run_dir / COMPONENTS_RESULT_FILE).read_text())
         return ComponentsRun(run_id=run_id, status=result["status"], result=result, telemetry=outcome.telemetry,
                              elapsed_s=outcome.elapsed_s)
-    return ComponentsRun(run_id=run_id, status=outcome.status, failure=outcome.failure.reason,
+    return ComponentsRun(run_id=run_id, status=outcome.status, failure=outcome.failure,
                          telemetry=outcome.telemetry, elapsed_s=outcome.elapsed_s)

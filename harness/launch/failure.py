@@ -17,7 +17,7 @@ from typing import Any
 from harness.files import KEPT_DIR_NAME, NotRecorded
 from harness.launch.stall import Stall
 from harness.rank import rank_identity, read_failures
-from harness.records import Failure, Status
+from harness.results.job import Failure, Status
 
 LOG_TAIL_LINES = 40
 PHASE_ORDER = ("setup", "warmup", "probe", "measure", "gather", "done")

@@ -14,7 +14,8 @@ from harness.catalog import MODELS
 from harness.launch.command import prepare_launch
 from harness.launch.heartbeat import every
 from harness.launch.spec import SoakSpec
-from harness.launch.supervise import JobResult, run_job
+from harness.launch.supervise import run_job
+from harness.results.job import Failure, JobResult
 from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE
 from harness.workloads.soak_windows import throughput_decay, window_count
 
@@ -38,9 +39,8 @@ class SoakRun(JobResult):
     def to_dict(self) -> dict:
         return {"case": self.spec.case_id, "model": self.spec.model, "precision": self.spec.precision,
                 "gpus": self.spec.world_size, "duration_s": self.spec.duration_s, "window_s": self.spec.window,
-                "run_id": self.run_id, "status": self.status, "failure": self.failure,
-                "loss_finite": self.loss_finite, "sample_unit": self.sample_unit, "windows": self.windows,
-                "throughput_decay": self.decay, "elapsed_s": self.elapsed_s}
+                **self.outcome_dict(), "loss_finite": self.loss_finite, "sample_unit": self.sample_unit,
+                "windows": self.windows, "throughput_decay": self.decay}
 
 
 def run_soak(spec: SoakSpec, run_dir: Path, *, run_id: str, on_progress: Callable[[str], None] | None = None,
@@ -58,9 +58,9 @@ def run_soak(spec: SoakSpec, run_dir: Path, *, run_id: str, on_progress: Callabl
         return SoakRun(spec=spec, run_id=run_id, status=result["status"], windows=result["windows"],
                        loss_finite=result["loss_finite"], sample_unit=result["sample_unit"],
                        telemetry=outcome.telemetry, elapsed_s=outcome.elapsed_s,
-                       failure=None if result["loss_finite"] else "non-finite loss during the soak")
+                       failure=None if result["loss_finite"] else Failure(reason="non-finite loss during the soak"))
     windows = windows_so_far(run_dir)
-    return SoakRun(spec=spec, run_id=run_id, status=outcome.status, windows=windows, failure=outcome.failure.reason,
+    return SoakRun(spec=spec, run_id=run_id, status=outcome.status, windows=windows, failure=outcome.failure,
                    telemetry=outcome.telemetry, elapsed_s=outcome.elapsed_s)
 
 

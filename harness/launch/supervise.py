@@ -30,7 +30,7 @@ from harness.launch.heartbeat import Heartbeat
 from harness.launch.spec import LaunchSettings
 from harness.launch.stall import Stall, find_stall
 from harness.rank import read_phases
-from harness.records import Failure, Status
+from harness.results.job import Failure, Status
 from harness import telemetry
 
 STALL_CHECK_PERIOD_S = 1.0
@@ -66,18 +66,6 @@ class JobOutcome:
     @property
     def finished(self) -> bool:
         return self.failure is None
-
-
-@dataclass(kw_only=True)
-class JobResult:
-    """What a job that writes its own result (the all-reduce sweep, the soak) measured, or why it did not."""
-
-    run_id: str
-    status: str
-    """ok, invalid (it ran, but its result is wrong), failed, timeout."""
-    failure: str | None = None
-    telemetry: dict | None = None
-    elapsed_s: float | None = None
 
 
 def stop_on_sigterm() -> None:

@@ -21,6 +21,7 @@ from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
+from harness.results.job import Failure
 from harness.results.telemetry_summary import TelemetrySummary, read_telemetry
 from harness.catalog import GPU_GEMM_DTYPES
 
@@ -105,8 +106,8 @@ class ComponentRuns:
             self.spec = spec = components_spec(ctx)
             run_id = f"{ctx.run_id}-{spec.case_id}"
             busy = ctx.busy_gpus(spec.world_size)
-            self.run = (ComponentsRun(run_id=run_id, status="failed", failure=busy_gpu_message(busy)) if busy else
-                        run_components(spec, ctx.log_dir(spec.case_id), run_id=run_id))
+            self.run = (ComponentsRun(run_id=run_id, status="failed", failure=Failure(reason=busy_gpu_message(busy)))
+                        if busy else run_components(spec, ctx.log_dir(spec.case_id), run_id=run_id))
         return self.run
 
     @property
@@ -116,7 +117,7 @@ class ComponentRuns:
     def _result(self, name: str, what: str, checks_of: list[Check], data: dict) -> CheckedResult:
         ctx, run = self.ctx, self.measured()
         bounds = ctx.profile.components
-        found = [checks.completed_check(run.status, run.failure)]
+        found = [checks.completed_check(run.status, run.why)]
         if run.status == "ok":
             gpu = data.get("gpu") or {}
             if gpu.get("missing"):

@@ -17,6 +17,7 @@ from harness.node.topology import read_topology
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import allreduce_spec
+from harness.results.job import Failure
 from harness.results.telemetry_summary import read_telemetry
 
 
@@ -37,7 +38,7 @@ class InterconnectRuns:
             busy = ctx.busy_gpus(gpus)
             if busy:
                 self.sweeps[gpus] = allreduce.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
-                                                           failure=busy_gpu_message(busy))
+                                                           failure=Failure(reason=busy_gpu_message(busy)))
             else:
                 self.sweeps[gpus] = allreduce.run_allreduce(spec, ctx.log_dir(spec.case_id), run_id=run_id)
         return self.sweeps[gpus]
@@ -63,7 +64,7 @@ class InterconnectRuns:
         run = self.sweep(gpus)
         telemetry = read_telemetry(run.telemetry)
         loaded = pcie_under_load(telemetry)
-        why = run.failure or telemetry.why_not(ctx.telemetry_note())
+        why = run.why or telemetry.why_not(ctx.telemetry_note())
         self.topology["pcie_under_load"] = loaded
         bounds = ctx.profile.topology
         checks = topology_checks(self.topology, bounds, loaded, load_note=f"no PCIe reading under load: {why}")

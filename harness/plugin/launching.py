@@ -19,7 +19,8 @@ from harness.launch.spec import BenchmarkSpec
 from harness.node.processes import GpuProcess, busy_gpu_message
 from harness.plugin.context import SessionContext
 from harness.plugin.specs import benchmark_spec
-from harness.records import Failure, RunRecord, write_record
+from harness.records import RunRecord, write_record
+from harness.results.job import Failure
 
 BaselineKey = tuple[str, str, int]
 """(model, precision, per-GPU batch) of a 1-GPU run."""

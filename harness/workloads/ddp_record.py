@@ -13,7 +13,8 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.records import Failure, RankStats, RunRecord, Versions
+from harness.records import RankStats, RunRecord, Versions
+from harness.results.job import Failure
 from harness.workloads import compilecache, recipe
 from harness.workloads.plan import CasePlan
 from harness.workloads.stats import step_time_stats, straggler, throughput_ci95_rel

@@ -11,6 +11,7 @@ import math
 from markupsafe import Markup
 
 from harness.report import charts as svg
+from harness.results.job import failure_reason
 from harness.results.reading import as_dict, as_int, as_list, as_number, as_text, by_gpu_count
 from harness.report.outcomes import SessionTest
 from harness.workloads.busbw import size_label
@@ -71,8 +72,8 @@ def interconnect_missing(header: dict) -> str:
         # A harness with the test writes "interconnect" only when it ran: absent, it did not run here.
         return ("Not recorded: no all-reduce bandwidth test ran in this session "
                 "(not selected, or a harness version without one).")
-    failures = [f"{as_text(g)} GPUs: {as_text(as_dict(run).get('failure'))}"
-                for g, run in as_dict(interconnect.get("runs")).items() if as_dict(run).get("failure")]
+    failures = [f"{as_text(g)} GPUs: {reason}" for g, run in as_dict(interconnect.get("runs")).items()
+                if (reason := failure_reason(as_dict(run).get("failure")))]
     return "No all-reduce bandwidth was measured" + (f" ({'; '.join(failures[:4])})." if failures else ".")
 
 

@@ -100,7 +100,7 @@ def measure_components(spec: ComponentsSpec, records_dir: Path, repeats: int, ru
         run_dir = records_dir / "components" / f"r{repeat}"
         run = (runner or run_components)(spec, run_dir, run_id=run_id)
         if run.status != "ok":
-            raise CalibrationError(f"components, repeat {repeat}: {run.status}: {run.failure or 'no reason recorded'} "
+            raise CalibrationError(f"components, repeat {repeat}: {run.status}: {run.why or 'no reason recorded'} "
                                    f"(logs: {run_dir}/). No profile was written: bounds are never made from failed "
                                    "runs.")
         echo(f"[components {repeat}/{repeats}] ok in {run.elapsed_s or 0:.0f} s")
