@@ -55,7 +55,7 @@ DEFINITIONS: dict[str, Definition] = {
         sources=("harness/workloads/ddp_cases.py", "harness/workloads/window.py", "harness/workloads/ddp_record.py",
                  "harness/workloads/recipe.py", "harness/workloads/stats.py", "harness/plugin/launching.py",
                  "harness/launch/group.py"),
-        fingerprint="85c71a72fb1b26de"),  # a multi-node re-measure in a launch of its own: figures unchanged
+        fingerprint="323853b35f4f0a0f"),  # Failure imported from results/job.py (issue 29): figures unchanged
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "
