@@ -135,6 +135,25 @@ def test_a_required_case_skipped_for_missing_gpus_is_incomplete_never_pass():
     assert "needs 2 GPUs" in verdict.headline
 
 
+def test_a_node_of_a_shape_no_bound_was_measured_for_is_told_how_to_get_one():
+    """A 1-GPU node under a profile fitted on nodes of 4: its cases are "not evaluated", and the headline says what
+    makes them judged (a fit for this node size), where a case skipped for another reason gets no such hint."""
+    from harness.profile.bounds import CaseBounds
+    from harness.checks.shapes import UNMEASURED_SHAPE_HINT, bound_for
+
+    bounds = CaseBounds(model="resnet50", precision="bf16", batch_size_per_gpu=256, source="test",
+                        min_samples_per_sec_per_gpu={4: 3800.0})
+    limit, why = bound_for(bounds, "min_samples_per_sec_per_gpu", 1, " at once")
+    assert limit is None and why == ("not evaluated: no min_samples_per_sec_per_gpu bound measured for 1 GPU at once "
+                                     "(the profile has it for 4)")
+    unmeasured = [passed(REQUIRED[0]), passed(REQUIRED[2]),
+                  SelectedTest(name=REQUIRED[1], outcome="skipped", reason=why)]
+    verdict = judge_session(unmeasured, facts(REQUIRED))
+    assert verdict.verdict == "INCOMPLETE" and verdict.headline.endswith(UNMEASURED_SHAPE_HINT)
+    other = [*unmeasured[:2], SelectedTest(name=REQUIRED[1], outcome="skipped", reason="needs 2 GPUs; this node has 1")]
+    assert UNMEASURED_SHAPE_HINT not in judge_session(other, facts(REQUIRED)).headline
+
+
 def test_a_required_case_not_collected_without_narrowing_is_incomplete():
     verdict = judge_session([passed(REQUIRED[0]), passed(REQUIRED[2])], facts(REQUIRED))
     assert verdict.verdict == "INCOMPLETE" and verdict.not_run[0]["name"] == REQUIRED[1]

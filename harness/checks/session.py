@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
+from harness.checks.shapes import UNMEASURED_SHAPE_HINT, is_unmeasured
 from harness.exitcodes import (EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, EXIT_NO_TESTS,
                                EXIT_PASS)
 from harness.jobs.job import Job
@@ -311,6 +312,8 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
         if not_run:
             shown = ", ".join(f"{n['name']} ({n['reason']})" for n in not_run[:2])
             parts.append(f"{len(not_run)} that had to run did not: {shown}{', …' if len(not_run) > 2 else ''}")
+            if all(is_unmeasured(str(n["reason"])) for n in not_run):
+                parts.append(UNMEASURED_SHAPE_HINT)
         elif not judged:
             parts.append("no test was judged")
         else:

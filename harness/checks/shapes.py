@@ -12,6 +12,22 @@ from harness.profile.bounds import CaseBounds, ComponentBounds, InterconnectBoun
 from harness.records import RunRecord
 
 
+UNMEASURED_SHAPE = "not evaluated: no "
+"""How every reason for a shape with no measured bound begins (``unmeasured``), so that the session verdict can
+tell a node of an unfitted size from a test that did not run for another reason."""
+UNMEASURED_SHAPE_HINT = ("no bound was measured for this node's shape: fit one from calibration sessions on >= 3 "
+                         "healthy hosts of this node size (docs/calibration.md)")
+
+
+def unmeasured(what: str) -> str:
+    """``not evaluated: no <what>``: the reason of a check whose shape the profile has no bound for."""
+    return f"{UNMEASURED_SHAPE}{what}"
+
+
+def is_unmeasured(reason: str) -> bool:
+    return reason.startswith(UNMEASURED_SHAPE) and " bound measured for " in reason
+
+
 def gpus_at_once(record: RunRecord) -> int:
     """The shape a record's bounds are looked up by: how many GPUs (ranks) ran its case at once, each its
     own model in a 1-GPU case on every GPU, or together under DDP."""
@@ -28,8 +44,8 @@ def bound_for(bounds: CaseBounds | ComponentBounds, key: str, gpus: int, shape: 
     if not table or gpus in table:
         return table.get(gpus), ""
     measured = ", ".join(str(count) for count in table)
-    return None, (f"not evaluated: no {key} bound measured for {gpus} GPU{'s' if gpus != 1 else ''}{shape} "
-                  f"(the profile has it for {measured})")
+    return None, unmeasured(f"{key} bound measured for {gpus} GPU{'s' if gpus != 1 else ''}{shape} "
+                            f"(the profile has it for {measured})")
 
 
 def reference_note(bounds: CaseBounds | InterconnectBounds, key: str, gpus: int, measured: float | None) -> str:

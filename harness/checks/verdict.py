@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Literal
 
 from harness.results.check import Check, CheckKind
-from harness.checks.shapes import bound_for, gpus_at_once, key_of_bound, reference_note
+from harness.checks.shapes import bound_for, gpus_at_once, key_of_bound, reference_note, unmeasured
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.checks.uniformity import (CPU_RANKS_NOTE, ONE_GPU_NOTE, describe_rate, gpu_rates, node_median,
                                       rate_locations)
@@ -212,9 +212,9 @@ def _scaling_check(key: str, name: str, measured: float | None, note: str, bound
     if fitted is not None and fitted.node_gpus is not None and reference_at_once is not None \
             and fitted.node_gpus != reference_at_once:
         return unmeasured_shape(key, name, "performance", measured, "", ">=", source,
-                                f"not evaluated: no {bound_key} bound measured for {world_size} GPUs with the 1-GPU "
-                                f"reference on {reference_at_once} GPUs at once (the profile's was measured with it "
-                                f"on {fitted.node_gpus}: nodes of {fitted.node_gpus} GPUs)")
+                                unmeasured(f"{bound_key} bound measured for {world_size} GPUs with the 1-GPU "
+                                           f"reference on {reference_at_once} GPUs at once (the profile's was measured "
+                                           f"with it on {fitted.node_gpus}: nodes of {fitted.node_gpus} GPUs)"))
     bound_by_gpus = getattr(bounds, bound_key)
     check = _bounded(key, name, "performance", measured, bound_by_gpus.get(world_size), "", ">=", source, note)
     if check is not None:
@@ -227,7 +227,7 @@ def _scaling_check(key: str, name: str, measured: float | None, note: str, bound
             check = replace(check, note=f"{check.note}; {across}" if check.note else across)
         return check
     return unmeasured_shape(key, name, "performance", measured, "", ">=", source,
-                            f"not evaluated: no bound measured for {world_size} GPUs")
+                            unmeasured(f"bound measured for {world_size} GPUs"))
 
 
 def _ratio_to_baseline(value: float | None, baseline: RunRecord | None,
