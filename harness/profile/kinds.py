@@ -1,18 +1,16 @@
 """The value kinds of the threshold-file schema (harness/profile/schema.py): each checks one value's
 type and its Field's range rule, reports every problem with its key path, and returns the converted
-value or INVALID. Split from schema.py so that the schema module holds the tables of keys."""
+value or INVALID. ``Field`` (one key of a table) lives here with its kinds and rules, so that this module and
+schema.py, which holds the tables of keys, import in one direction only."""
 
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from harness.profile.problems import INVALID, ArrayIndex, KeyPath, ProblemReport, toml_type
-
-if TYPE_CHECKING:
-    from harness.profile.schema import Field
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -25,6 +23,23 @@ class Rule:
 Kind = Callable[[Any, KeyPath, ProblemReport, "Field"], Any]
 """Checks one value's type (and its Field's rule), reports problems, returns the converted value
 or INVALID."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Field:
+    """One key of a table in the threshold file."""
+
+    key: str
+    kind: Kind
+    doc: str
+    """What the key means, with its unit; quoted when the key is missing."""
+    required: bool = False
+    rule: Rule | None = None
+    """Range check; for arrays and GPU-count tables it applies to each element."""
+    fields: tuple["Field", ...] = ()
+    """The keys of a nested table (kind TABLE)."""
+    inherit: bool = False
+    """A case bound that [defaults] may set for every case."""
 
 
 def _apply(rule: Rule | None, value: Any, where: KeyPath, report: ProblemReport) -> Any:

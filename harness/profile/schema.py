@@ -15,14 +15,13 @@ Rules that relate two keys are in harness/profile/rules.py.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.definitions import FAMILIES
 from harness.profile.kinds import (BOOLEAN, BOUND_BY_GPU_COUNT, BOUND_BY_GPUS_AT_ONCE, BOUND_BY_GPUS_TOGETHER,
                                    FRACTION_BY_GPU_COUNT, GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER, STRING,
-                                   STRING_ARRAY, Kind, Rule, keyed_table, number, wrong_type)
+                                   STRING_ARRAY, Field, Kind, Rule, keyed_table, number, wrong_type)
 from harness.profile.problems import KeyPath, ProblemReport, toml_repr
 from harness.catalog import GEMM_DTYPES
 
@@ -32,23 +31,6 @@ SCHEMA_VERSION = 1
 
 # ---------------------------------------------------------------------------------------------
 # The declarative schema: Field specs, their kinds, and range rules
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Field:
-    """One key of a table in the threshold file."""
-
-    key: str
-    kind: Kind
-    doc: str
-    """What the key means, with its unit; quoted when the key is missing."""
-    required: bool = False
-    rule: Rule | None = None
-    """Range check; for arrays and GPU-count tables it applies to each element."""
-    fields: tuple["Field", ...] = ()
-    """The keys of a nested table (kind TABLE)."""
-    inherit: bool = False
-    """A case bound that [defaults] may set for every case."""
 
 
 def _precision_key(key: str, item: Any, where: KeyPath, report: ProblemReport) -> Any:
