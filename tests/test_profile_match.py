@@ -283,3 +283,14 @@ def test_a_node_of_another_size_is_told_which_sizes_the_profiles_hold() -> None:
 
     assert "h100-80gb-x2 (H100 80GB HBM3, >= 70 GiB, nodes of 2 GPUs)" in str(excinfo.value)
     assert "3 x NVIDIA H100 80GB HBM3" in str(excinfo.value)
+
+
+@pytest.mark.parametrize(("gpus", "expected"), [(1, "h100-80gb"), (2, "h100-80gb-x2"), (4, "h100-80gb"),
+                                                (8, "h100-80gb")])
+def test_the_shipped_profiles_pick_the_h100_profile_of_the_node_size(gpus, expected):
+    """The shipped thresholds/ together: the H100 profile fitted on nodes of 2 judges those, the one fitted on
+    nodes of 4 every other size (NVML's name and memory of the lent H100s)."""
+    from harness.profile.load import default_thresholds_dir, load_profiles
+
+    hw = make_hardware(*[("NVIDIA H100 80GB HBM3", 79.6)] * gpus)
+    assert select_profile(hw, load_profiles(default_thresholds_dir())).name == expected
