@@ -278,17 +278,26 @@ def unpacked(folder: Path, tmp_path: Path) -> Path:
     return target
 
 
+def shipped_reference(profile, figure):
+    """The shipped bound of a figure's table, key and GPU count, as a reference (None: the profile has none)."""
+    if figure.table == "interconnect":
+        references = profile.interconnect.references
+    elif figure.table == "components":
+        references = profile.components.references
+    else:
+        _, model, precision = figure.table.split(".")
+        references = profile.bounds(model, precision).references
+    return references.get(figure.key, {}).get(figure.gpus)
+
+
 def test_the_shipped_h100_training_bounds_come_out_of_their_healthy_sessions():
     """thresholds/h100-80gb.toml's fitted bounds, re-fitted from the archived sessions they were fitted from (read
     packed, as docs/data keeps them)."""
     sessions = [read_session(folder, assume_training="2026-11-27") for folder in HEALTHY]
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
     for fitted in fit(sessions):
-        if fitted.table == "components":
-            reference = shipped.components.references[fitted.key][fitted.gpus]
-        else:
-            _, model, precision = fitted.table.split(".")
-            reference = shipped.bounds(model, precision).references[fitted.key][fitted.gpus]
+        reference = shipped_reference(shipped, fitted)
+        assert reference is not None, fitted
         assert (reference.ref, reference.tol) == (pytest.approx(fitted.ref, rel=1e-5),
                                                   pytest.approx(fitted.tol, rel=1e-3)), fitted
 
@@ -324,18 +333,6 @@ ALLREDUCE_FIT = (HOST_D / "20261127-123417-vm-h100-80gb-2181", HOST_D / "2026112
                  *NOT_IN_THE_TRAINING_FIT)
 """The sessions thresholds/h100-80gb.toml's [interconnect] was fitted from (hosts D, E, F)."""
 X2 = REPO / "docs" / "data" / "2026-11-27-h100x2" / "sessions"
-
-
-def shipped_reference(profile, figure):
-    """The shipped bound of a figure's table, key and GPU count, as a reference (None: the profile has none)."""
-    if figure.table == "interconnect":
-        references = profile.interconnect.references
-    elif figure.table == "components":
-        references = profile.components.references
-    else:
-        _, model, precision = figure.table.split(".")
-        references = profile.bounds(model, precision).references
-    return references.get(figure.key, {}).get(figure.gpus)
 
 
 @pytest.mark.parametrize("run_dir", NOT_IN_THE_TRAINING_FIT, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
