@@ -97,16 +97,53 @@ class CaseLauncher:
     def remeasure(self, case: CaseId, attempt: int) -> tuple[RunRecord, RunRecord | None]:
         """``case`` measured again, with its 1-GPU reference right before it in the same launch (issue 27:
         confirm before a FAIL); (its record, the reference's, None for a 1-GPU weak case)."""
+        runs = self.remeasure_runs(case, attempt)
+        # One launch holds one shape of job (launch/group.py): a multi-node case and its single-node
+        # reference go one launch after the other, as the session first measured them.
+        records = (self.run_launch(runs) if self.spec_for(case).nodes == 1
+                   else [record for run in runs for record in self.run_launch([run])])
+        return records[-1], records[0] if len(records) == 2 else None
+
+    def remeasure_runs(self, case: CaseId, attempt: int) -> list[tuple[str, BenchmarkSpec]]:
+        """(label, spec) of one re-measure of ``case``: its 1-GPU reference first where it has one."""
         spec = self.spec_for(case)
         runs = [(f"{spec.case_id}-confirm{attempt}", spec)]
         if case.world_size > 1 or case.scaling == "strong":
             one = self.spec_for(case.one_gpu())
             runs.insert(0, (f"{one.case_id}-confirm{attempt}-for-{case.gpus}gpu", one))
-        # One launch holds one shape of job (launch/group.py): a multi-node case and its single-node
-        # reference go one launch after the other, as the session first measured them.
-        records = (self.run_launch(runs) if spec.nodes == 1
-                   else [record for run in runs for record in self.run_launch([run])])
-        return records[-1], records[0] if len(records) == 2 else None
+        return runs
+
+    def remeasure_together(self, cases: list[CaseId], attempt: int) -> dict[CaseId, tuple[RunRecord,
+                                                                                         RunRecord | None]]:
+        """Attempt ``attempt`` of every single-node case in ``cases`` in one launch (issue 28: a launch per
+        re-measure paid start-up and cold autotuning again, 27 s each, 215 s of one 2 x H100 session), each
+        right after its reference, in launch order as the session first measured them; a multi-node case
+        in launches of its own (remeasure). (record, reference) per case."""
+        together = [case for case in cases if self.spec_for(case).nodes == 1]
+        measured = {case: self.remeasure(case, attempt) for case in cases if case not in together}
+        if not together:
+            return measured
+        runs = {label: spec for case in together for label, spec in self.remeasure_runs(case, attempt)}
+        ordered = launch_order(list(runs.items()))
+        records = dict(zip((label for label, _ in ordered), self.run_launch(ordered), strict=True))
+        for case in together:
+            labels = [label for label, _ in self.remeasure_runs(case, attempt)]
+            measured[case] = records[labels[-1]], records[labels[0]] if len(labels) == 2 else None
+        return measured
+
+    def peek(self, case: CaseId) -> tuple[RunRecord, RunRecord | None] | None:
+        """The first record of a single-node ``case`` whose test has not taken it yet, and its reference,
+        without taking them (a look ahead: which other cases a batch of re-measures should hold); None
+        when either is not measured yet or the case failed."""
+        spec = self.spec_for(case)
+        record = self.prefetched.get(spec.case_id) or self.measured_baseline(case)
+        if spec.nodes != 1 or record is None or not record.ok:
+            return None
+        if case.world_size == 1 and case.scaling == "weak":
+            return record, None
+        baseline = (self.baselines.get(self.baseline_key(case))
+                    or self.prefetched.get(self.spec_for(case.one_gpu()).case_id))
+        return (record, baseline) if baseline is not None and baseline.ok else None
 
     # --- 1-GPU baselines
 

@@ -38,6 +38,7 @@ from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateRunner
 from harness.plugin.components import COMPONENTS_KEY
+from harness.plugin.confirming import Confirmations
 from harness.plugin.interconnect import InterconnectRuns
 from harness.plugin.launching import CaseLauncher
 from harness.plugin.options import HarnessOptions, check_run_options
@@ -67,6 +68,8 @@ class HarnessSession:
     interconnect: InterconnectRuns
     soak: SoakRunner
     gpu_state: GpuStateRunner
+    confirmations: Confirmations = field(init=False)
+    """Re-measures of the cases in doubt, one launch per attempt (plugin/confirming.py)."""
     results: dict[str, CaseResult | CheckedResult] = field(default_factory=dict)
     """pytest node id -> the result its test produced, in the order the tests ran."""
     collect_only: bool = False
@@ -84,6 +87,10 @@ class HarnessSession:
                    soak=SoakRunner(ctx=ctx), gpu_state=GpuStateRunner(ctx=ctx),
                    collect_only=bool(config.option.collectonly))
 
+    def __post_init__(self) -> None:
+        self.confirmations = Confirmations(cases=self.cases, judge=self.judge,
+                                           calibration=self.ctx.options.calibration)
+
     @property
     def profile(self) -> Profile:
         return self.ctx.profile
@@ -99,6 +106,7 @@ class HarnessSession:
     def run(self, case: CaseId) -> CaseResult:
         """Launch (or find launched) ``case`` and its baseline; judge it against the profile's bounds."""
         bounds = self.bounds_of(case)
+        self.confirmations.judged.add(case)
         record, baseline = self.cases.record_and_baseline(case)
         checks = self.judge(case, record, baseline)
         key = confirm.doubted_key(checks, record, baseline, calibration=self.ctx.options.calibration)
@@ -124,9 +132,9 @@ class HarnessSession:
         attempts = [first]
         for attempt in range(1, confirm.MAX_REMEASURES + 1):
             print(f"\nharness: {case.test_param}: {key} in doubt (CI ±{confirm.noise(first.record, first.baseline):.1%}"
-                  f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''}): re-measuring "
+                  f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''}): re-measured "
                   f"with its reference ({attempt} of {confirm.MAX_REMEASURES})", flush=True)
-            record, baseline = self.cases.remeasure(case, attempt)
+            record, baseline = self.confirmations.remeasured(case, attempt)
             checks = self.judge(case, record, baseline)
             if confirm.direct_failure(checks):
                 return record, baseline, checks  # a run that fails on re-measure is a finding of its own
