@@ -247,3 +247,11 @@ def test_a_step_time_cv_that_misses_is_confirmed_however_far_but_a_clear_rate_mi
     assert confirm.doubted_key(far_cv_miss.checks, record, None) == "step_time_cv"
     far_rate_miss = attempt_of(0.01, 0.90)
     assert confirm.doubted_key(far_rate_miss.checks, record, None) is None
+
+
+def test_two_step_time_cv_misses_agree_and_a_cv_miss_then_a_pass_needs_a_third():
+    record = full_record(throughput_ci95_rel=0.004)
+    missed, passed = (confirm.Attempt(record=record, baseline=None, checks=attempt_of(cv, 0.99).checks)
+                      for cv in (0.15, 0.01))
+    assert confirm.agree([missed, missed], "step_time_cv")
+    assert not confirm.agree([missed, passed], "step_time_cv")

@@ -56,15 +56,17 @@ def _margin(check: Check) -> float | None:
     return gap if check.comparison == ">=" else -gap
 
 
-def uncertain_checks(checks: list[Check], record: RunRecord, baseline: RunRecord | None) -> list[Check]:
-    """The re-measurable checks whose verdict the noise could flip, or that missed on an unsettled window."""
+def uncertain_checks(checks: list[Check], record: RunRecord, baseline: RunRecord | None, *,
+                     tails: bool = True) -> list[Check]:
+    """The re-measurable checks whose verdict the noise could flip, or that missed on an unsettled window, or
+    (``tails``) a tail figure that missed at all."""
     within = noise(record, baseline)
     found = []
     for check in checks:
         margin = _margin(check)
         if check.kind not in RE_MEASURED_KINDS or margin is None:
             continue
-        missed_in_doubt = -margin <= within or unsettled(record) or check.key in TAIL_FIGURES
+        missed_in_doubt = -margin <= within or unsettled(record) or tails and check.key in TAIL_FIGURES
         if margin < 0 and missed_in_doubt or 0 <= margin <= within and check.key in RATES:
             found.append(check)
     return found
@@ -140,11 +142,13 @@ def _joined(first: str, second: str) -> str:
 
 def agree(attempts: list[Attempt], key: str) -> bool:
     """Whether the attempts so far agree on every re-measured check, with no doubt left on ``key`` in the
-    last one (no third needed): of two attempts that disagree on any check, a third decides it."""
+    last one (no third needed): of two attempts that disagree on any check, a third decides it. A tail figure
+    that missed twice agrees: its doubt was one window's hiccup, and a second window ruled that out."""
     keys = {c.key for a in attempts for c in a.checks if c.kind in RE_MEASURED_KINDS and c.bound is not None}
     split = any(len({next((c.passed for c in a.checks if c.key == k), None) for a in attempts}) > 1 for k in keys)
     last = attempts[-1]
-    return not split and key not in {c.key for c in uncertain_checks(last.checks, last.record, last.baseline)}
+    return not split and key not in {c.key for c in uncertain_checks(last.checks, last.record, last.baseline,
+                                                                     tails=False)}
 
 
 def doubted_key(checks: list[Check], record: RunRecord, baseline: RunRecord | None, *,
