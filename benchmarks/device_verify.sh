@@ -7,7 +7,7 @@
 # Steps, in the order given (default: default hidden-gpu3 quick one-nccl-channel reference):
 #   default            the default session against the shipped profile (a host the bounds were not fitted on)
 #   default2, default3 the same again (a second and third session on this host)
-#   quick              the quick level on the whole node
+#   quick, quick2, quick3  the quick level on the whole node (issue 28 times three sessions)
 #   hidden-gpu3        the quick level with GPU 3 hidden (the missing GPU must be named)
 #   one-nccl-channel   the all-reduce tests with NCCL_MAX_NCHANNELS=1 (a partial interconnect degradation)
 #   reference          a bare DDP loop on every GPU (benchmarks/reference_loop.py), beside the sessions' figures
@@ -48,7 +48,7 @@ for step in "$@"; do
     case $step in
         default|default2|default3) session "$step" -k "not soak" ;;
         calibration|calibration2|calibration3) session "$step" -k "not soak" --harness-calibration ;;
-        quick) session quick --harness-level quick ;;
+        quick|quick2|quick3) session "$step" --harness-level quick ;;
         hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;
         one-nccl-channel) NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k "allreduce or topology" ;;
         reference)
