@@ -83,6 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
         progress = SessionProgress(config=config, results=session.results)
         config.pluginmanager.register(progress, "harness-progress")
         session.soak.say = progress.say
+        session.confirmations.say = progress.say
         heartbeat.SINK = progress.say  # a line per launch every 20 s, through pytest's terminal
         session.gpu_state.start()
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the

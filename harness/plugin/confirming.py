@@ -34,6 +34,15 @@ class Confirmations:
     """Cases whose test has taken its records: never measured again ahead of it."""
     measured: dict[tuple[CaseId, int], tuple[RunRecord, RunRecord | None]] = field(default_factory=dict)
     """(case, attempt) -> (record, reference) measured ahead, waiting for the case's test."""
+    say: Callable[[str], None] | None = None
+    """Where a re-measure is announced (plugin/progress.py: through pytest's terminal, past its capture, so a
+    long confirmation is seen while it runs); None: printed."""
+
+    def tell(self, text: str) -> None:
+        if self.say is not None:
+            self.say(text)
+        else:
+            print(f"\nharness: {text}", flush=True)
 
     def remeasured(self, case: CaseId, attempt: int) -> tuple[RunRecord, RunRecord | None]:
         """Attempt ``attempt`` of ``case``: measured ahead with an earlier case's, or now, with every other
@@ -41,9 +50,9 @@ class Confirmations:
         if (case, attempt) not in self.measured:
             batch = [case] + [other for other in dict.fromkeys(self.cases.planned)
                               if other != case and other not in self.judged and self.will_need(other, attempt)]
-            print(f"\nharness: re-measuring {len(batch)} case{'s' if len(batch) > 1 else ''} in doubt together, "
-                  f"each with its reference (attempt {attempt} of {confirm.MAX_REMEASURES}): "
-                  + ", ".join(c.test_param for c in batch), flush=True)
+            self.tell(f"re-measuring {len(batch)} case{'s' if len(batch) > 1 else ''} in doubt together, each with "
+                      f"its reference (attempt {attempt} of {confirm.MAX_REMEASURES}): "
+                      + ", ".join(c.test_param for c in batch))
             self.measured.update({(c, attempt): pair for c, pair in
                                   self.cases.remeasure_together(batch, attempt).items()})
         return self.measured.pop((case, attempt))

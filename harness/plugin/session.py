@@ -131,9 +131,10 @@ class HarnessSession:
         agree or MAX_REMEASURES are spent, and judged on the median attempt (harness/checks/confirm.py)."""
         attempts = [first]
         for attempt in range(1, confirm.MAX_REMEASURES + 1):
-            print(f"\nharness: {case.test_param}: {key} in doubt (CI ±{confirm.noise(first.record, first.baseline):.1%}"
-                  f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''}): re-measured "
-                  f"with its reference ({attempt} of {confirm.MAX_REMEASURES})", flush=True)
+            self.confirmations.tell(
+                f"{case.test_param}: {key} in doubt (CI ±{confirm.noise(first.record, first.baseline):.1%}"
+                f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''}): re-measured with "
+                f"its reference ({attempt} of {confirm.MAX_REMEASURES})")
             record, baseline = self.confirmations.remeasured(case, attempt)
             checks = self.judge(case, record, baseline)
             if confirm.direct_failure(checks):
