@@ -129,3 +129,23 @@ def test_health_bounds_come_from_the_worst_healthy_run_with_the_stated_margins()
     assert cases["resnet50 bf16"]["util_pct"] == [97.5, 96.5]
     assert bounds == {"min_gpu_utilization_pct": 91, "min_power_fraction_of_limit": 0.66,
                       "max_temperature_c": 73, "max_step_time_cv": 0.06}
+
+
+X7 = (Path(__file__).resolve().parent.parent / "docs" / "data" / "2026-11-27-h100x2-unfitted" / "sessions"
+      / "20261127-180056-vm-h100-80gb-x2-589")
+X2_PROFILE = Path(__file__).resolve().parent.parent / "thresholds" / "h100-80gb-x2.toml"
+
+
+def test_rejudge_says_which_first_attempts_of_a_cut_session_miss_and_which_are_in_doubt():
+    """Host X7's session was cut before its verdict (2026-11-27): its first attempts, judged offline against
+    the 2 x H100 profile, as docs/measurements.md quotes them."""
+    line = _load("rejudge_sessions").rejudge(X7, X2_PROFILE)
+    assert line.startswith("20261127-180056-vm-h100-80gb-x2-589: 16 cases; in doubt 5: ")
+    assert "bert_large-bf16-weak-2gpu: step_time_cv 0.0227 [0.01452]" in line
+    assert "resnet152-fp16-weak-2gpu: weak_efficiency 0.9297 [0.9347]" in line
+    assert "first-attempt misses 4:" in line
+
+
+def test_rejudge_names_a_missing_profile_without_a_traceback(tmp_path, capsys):
+    assert _load("rejudge_sessions").main(["--profile", str(tmp_path / "none.toml"), str(X7)]) == 2
+    assert "none.toml: no such file" in capsys.readouterr().err
