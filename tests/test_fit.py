@@ -438,3 +438,16 @@ def test_apply_inserts_a_missing_key_before_source():
     assert out.splitlines()[2].startswith("max_step_time_cv = { 2 = { ref = 0.01, tol = 1, hosts = 3")
     assert out.splitlines()[3] == 'source = "x"'
     assert f'training = "{current_id("training")}"' in out
+
+
+def test_a_strong_scaling_baseline_judged_against_itself_is_no_figure_of_the_strong_efficiency():
+    """The CPU sessions (docs/data/2026-11-27-cpu-calibration): each has one 2-rank strong case per model and
+    precision, so each strong efficiency is fitted from 3 figures. Its 1-rank baseline, run through the same
+    judge, gave a speedup of ~1 against itself, which was pooled into the 2-rank table (6 figures, ref 0.736
+    where the cases' own median is 0.576), and the shipped cpu bounds are the cases' own."""
+    folders = sorted((REPO / "docs" / "data" / "2026-11-27-cpu-calibration" / "sessions").iterdir())
+    strong = [f for f in fit([read_session(d) for d in folders], min_hosts=1) if f.key == "min_strong_efficiency"]
+    assert strong and all(f.runs == 3 for f in strong)
+    shipped = load_profile(REPO / "thresholds" / "cpu.toml")
+    for fitted in strong:
+        assert shipped_reference(shipped, fitted).ref == pytest.approx(fitted.ref, rel=1e-5)
