@@ -23,34 +23,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.checks import confirm  # noqa: E402
 from harness.checks.verdict import strong_scaling_checks, weak_scaling_checks  # noqa: E402
 from harness.profile.load import ThresholdError, load_profile  # noqa: E402
-from harness.records import RunRecord  # noqa: E402
 from harness.run_directory import RunDirectoryError, read_run_directory, run_record  # noqa: E402
-
-
-def first_attempts(run_dir: Path) -> list[RunRecord]:
-    """The session's training records, re-measures and repeats left out."""
-    records = [run_record(found.data) for found in read_run_directory(run_dir).records]
-    return [r for r in records if "-confirm" not in r.run_id and "-repeat" not in r.run_id]
-
-
-def reference_of(record: RunRecord, records: list[RunRecord]) -> RunRecord | None:
-    """The 1-GPU run of the same model, precision and scaling mode (None for a 1-GPU weak case)."""
-    if record.world_size == 1 and record.scaling == "weak":
-        return None
-    return next((r for r in records if r.world_size == 1 and r.nodes == 1 and r.model == record.model
-                 and r.precision == record.precision and r.scaling == record.scaling), None)
+from harness.tools.calibrate.sessions import first_attempts, reference_of, references_of  # noqa: E402
 
 
 def rejudge(run_dir: Path, profile_path: Path) -> str:
     profile = load_profile(profile_path)
-    records = first_attempts(run_dir)
+    records = first_attempts([run_record(found.data) for found in read_run_directory(run_dir).records])
+    references = references_of(records)
     doubted, missed = [], []
     for record in sorted(records, key=lambda r: r.run_id):
         bounds = profile.bounds(record.model, record.precision)
-        if bounds is None or not record.ok:
+        if bounds is None:
             continue
         name = f"{record.model}-{record.precision}-{record.scaling}-{record.world_size}gpu"
-        reference = reference_of(record, records)
+        reference = reference_of(record, references)  # a 1-GPU weak case's own record: no ratio is taken of it
         rules = weak_scaling_checks if record.scaling == "weak" else strong_scaling_checks
         checks = rules(record, reference, bounds, telemetry_note="re-judged offline")
         key = confirm.doubted_key(checks, record, reference)

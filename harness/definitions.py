@@ -56,8 +56,9 @@ DEFINITIONS: dict[str, Definition] = {
                  "harness/workloads/recipe.py", "harness/workloads/stats.py", "harness/plugin/launching.py",
                  "harness/launch/group.py"),
         # Re-measures of one attempt share a launch (plugin/confirming.py): a case's first figure is measured
-        # as before, and a re-measure now in the launch layout above instead of a launch of its own.
-        fingerprint="66a6b5beb424189f"),
+        # as before, and a re-measure now in the launch layout above instead of a launch of its own (then each
+        # case's runs planned once, not twice: same launch).
+        fingerprint="fa9c5c923a6114f7"),
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "

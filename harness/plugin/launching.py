@@ -123,12 +123,11 @@ class CaseLauncher:
         measured = {case: self.remeasure(case, attempt) for case in cases if case not in together}
         if not together:
             return measured
-        runs = {label: spec for case in together for label, spec in self.remeasure_runs(case, attempt)}
-        ordered = launch_order(list(runs.items()))
+        planned = {case: self.remeasure_runs(case, attempt) for case in together}
+        ordered = launch_order([run for runs in planned.values() for run in runs])
         records = dict(zip((label for label, _ in ordered), self.run_launch(ordered), strict=True))
-        for case in together:
-            labels = [label for label, _ in self.remeasure_runs(case, attempt)]
-            measured[case] = records[labels[-1]], records[labels[0]] if len(labels) == 2 else None
+        for case, runs in planned.items():
+            measured[case] = records[runs[-1][0]], records[runs[0][0]] if len(runs) == 2 else None
         return measured
 
     def peek(self, case: CaseId) -> tuple[RunRecord, RunRecord | None] | None:

@@ -110,14 +110,34 @@ def _host_of(summary: dict) -> str:
     return ",".join(uuids) or str(hardware.get("hostname") or "unknown host")
 
 
+def first_attempts(records: list[RunRecord]) -> list[RunRecord]:
+    """A session's single-node training records that ran, re-measures and repeats left out: the figures a fit
+    takes (and benchmarks/rejudge_sessions.py judges)."""
+    return [r for r in records if r.ok and r.nodes == 1 and "-repeat" not in r.run_id and "-confirm" not in r.run_id]
+
+
+References = dict[tuple[str, str, int], RunRecord]
+"""(model, precision, per-GPU batch) -> a session's 1-GPU record of that work."""
+
+
+def references_of(records: list[RunRecord]) -> References:
+    return {(r.model, r.precision, r.batch_size_per_gpu): r for r in records if r.world_size == 1}
+
+
+def reference_of(record: RunRecord, references: References) -> RunRecord | None:
+    """The 1-GPU run a case is a ratio to: the same model and precision at the per-GPU batch its 1-GPU run trains
+    (a strong case's whole global batch)."""
+    return references.get((record.model, record.precision, record.batch_size_per_gpu * (
+        record.world_size if record.scaling == "strong" else 1)))
+
+
 def _training_figures(records: list[RunRecord], host: str, session: str) -> list[Figure]:
-    records = [r for r in records if r.ok and r.nodes == 1 and "-repeat" not in r.run_id and "-confirm" not in r.run_id]
-    references = {(r.model, r.precision, r.batch_size_per_gpu): r for r in records if r.world_size == 1}
+    records = first_attempts(records)
+    references = references_of(records)
     figures = []
     for record in records:
         bounds = probe_bounds(record.model, record.precision, record.batch_size_per_gpu)
-        baseline = references.get((record.model, record.precision, record.batch_size_per_gpu * (
-            record.world_size if record.scaling == "strong" else 1)))
+        baseline = reference_of(record, references)
         judge = verdict.weak_scaling_checks if record.scaling == "weak" else verdict.strong_scaling_checks
         gpus = record.world_size if record.world_size > 1 else verdict.gpus_at_once(record)
         for check in judge(record, baseline, bounds, telemetry_note=""):
