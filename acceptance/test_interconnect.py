@@ -1,7 +1,8 @@
 """Do the GPUs talk to each other at the speed the wiring promises, over the wiring it promises?
 
 The all-reduce test launches harness.workloads.allreduce through torchrun (NCCL; gloo on a CPU profile)
-for each selected GPU count above one, sweeps message sizes, checks every reduced value, and
+on the widest selected GPU count the node holds (its ring crosses every link a narrower one would),
+sweeps message sizes, checks every reduced value, and
 holds the bus bandwidth at the largest message against ``[interconnect]`` of the profile. The
 topology test reads NVLink, peer-to-peer and PCIe facts from NVML against ``[topology]``. Both
 also fail on thermal or hardware-slowdown throttling and on new ECC errors during the sweep.

@@ -7,18 +7,23 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pynvml
 import pytest
 import torch
 
 from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
+from harness.jobs.job import allreduce_widths
 from harness.launch.allreduce import AllReduceRun, run_allreduce
+from harness.launch.components import ComponentsRun
 from harness.launch.command import prepare_launch
 from harness.launch.spec import AllReduceSpec, LaunchSettings
 from harness.node.hardware import GpuInfo
 from harness.node.cpu_features import runs_in_virtual_machine
 from harness.node.topology import read_topology, why_no_nvlink
+from harness.plugin.cases import allreduce_params
+from harness.plugin.interconnect import InterconnectRuns
 from harness.profile.bounds import InterconnectBounds, TopologyBounds
 from harness.workloads import allreduce as interconnect
 from harness.workloads.allreduce import check_allreduce, expected_sum, fill_pattern, pattern_values
@@ -251,6 +256,51 @@ def test_each_topology_miss_names_the_gpu_or_the_pair(tmp_path):
     assert width.passed is False and width.note == f"GPU 0 ({UUIDS[0]}): x8 (the slot allows x16)"
     assert [[(loc.gpu_index, loc.gpu_uuid) for loc in c.locations] for c in (links, p2p, width)] == [
         [(2, UUIDS[2])], [(1, UUIDS[1]), (3, UUIDS[3])], [(0, UUIDS[0])]]
+
+
+def _topology_session(monkeypatch, gpus=4):
+    """The session's interconnect runs on a fake 4-GPU node, NVML faked, no sweep allowed to launch."""
+    monkeypatch.setattr("harness.plugin.interconnect.read_topology",
+                        lambda infos: read_topology(infos, FakeNvml([FakeGpu(uuid=UUIDS[i], pcie_gen=1)
+                                                                     for i in range(gpus)])))
+    ctx = SimpleNamespace(hardware=SimpleNamespace(gpu_count=gpus, gpus=_gpus(gpus)), telemetry_note=lambda: "n/a",
+                          profile=SimpleNamespace(name="h200", topology=H200_TOPOLOGY))
+    runs = InterconnectRuns(ctx=ctx)
+    monkeypatch.setattr(runs, "sweep", lambda n: pytest.fail(f"the topology launched a {n}-GPU all-reduce"))
+    return runs
+
+
+def test_the_topology_reads_pcie_under_the_component_launchs_load_without_an_all_reduce(monkeypatch, tmp_path):
+    """Quick level: no all-reduce launch; the links are read in the GEMM window the component tests ran."""
+    runs = _topology_session(monkeypatch)
+    load = ComponentsRun(run_id="c", status="ok",
+                         telemetry=drive(FakeNvml([FakeGpu(uuid=UUIDS[i]) for i in range(4)]), tmp_path, gpus=4))
+    result = runs.run_topology(load, "the component launch's GEMM window")
+    checks = _by_name(result.checks)
+    assert checks["PCIe link generation under load"].passed is True  # Gen5 under load, Gen1 idle (above)
+    assert checks["PCIe link width under load"].measured == 16.0
+    assert runs.topology["pcie_load"] == "the component launch's GEMM window" and runs.sweeps == {}
+
+
+def test_a_component_launch_that_failed_leaves_pcie_not_evaluated_saying_which(monkeypatch):
+    runs = _topology_session(monkeypatch)
+    load = ComponentsRun(run_id="c", status="failed", failure=Failure(reason="rank 1 died"))
+    checks = _by_name(runs.run_topology(load, "the component launch's GEMM window").checks)
+    width = checks["PCIe link width under load"]
+    assert width.passed is None
+    assert width.note == "no PCIe reading under load (the component launch's GEMM window): rank 1 died"
+    assert checks["NVLink links up per GPU"].passed is True
+
+
+def test_the_all_reduce_runs_once_on_the_widest_count_the_node_holds():
+    assert allreduce_widths([1, 2, 4, 8], 4) == [4] and allreduce_widths([2, 4], 2) == [2]
+    assert allreduce_widths([1, 8], 4) == [] and allreduce_widths([1], 8) == []
+    ctx = SimpleNamespace(profile=SimpleNamespace(interconnect=BOUNDS, gpu_counts=[1, 2, 4, 8], name="h200"),
+                          options=SimpleNamespace(calibration=False, gpus=None), available_gpus=4,
+                          core_unit="GPUs", rank_unit="GPU")
+    params = {p.id: [m.kwargs["reason"] for m in p.marks] for p in allreduce_params(ctx)}
+    assert params == {"2gpu": ["not measured: the all-reduce runs once, on 4 GPUs, whose ring crosses every link "
+                               "a 2-GPU sweep would"], "4gpu": [], "8gpu": ["needs 8 GPUs; this node has 4"]}
 
 
 def test_pcie_without_a_reading_under_load_is_not_evaluated():

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from harness.cases import SCALINGS, CaseId
-from harness.jobs.job import CPU_RANK_ID, Job, Requirement, gpu_count_id, gpu_id, level_rank, node_gpu_id, pair_id
+from harness.jobs.job import (CPU_RANK_ID, Job, Requirement, allreduce_widths, gpu_count_id, gpu_id, level_rank,
+                              node_gpu_id, pair_id)
 from harness.profile.bounds import Profile
 
 NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
@@ -74,7 +75,8 @@ def _ddp_scaling(need: Requirement) -> list[str]:
 def _allreduce(need: Requirement) -> list[str]:
     if need.profile.interconnect is None:
         return []
-    return [f"test_allreduce_bus_bandwidth[{gpu_count_id(n)}]" for n in need.gpu_counts if n > 1]
+    return [f"test_allreduce_bus_bandwidth[{gpu_count_id(n)}]"
+            for n in allreduce_widths(need.gpu_counts, need.expected_gpus)]
 
 
 def _soak(need: Requirement) -> list[str]:

@@ -42,7 +42,10 @@ class HarnessTest:
         return self._keep(self.session.interconnect.run_allreduce(gpus))
 
     def run_topology(self) -> CheckedResult:
-        return self._keep(self.session.interconnect.run_topology())
+        """The topology, its PCIe links read under the component launch's GEMM load (launched here if no
+        component test ran it yet)."""
+        return self._keep(self.session.interconnect.run_topology(self.components.measured(),
+                                                                 "the component launch's GEMM window"))
 
     def run_gpu_state(self, target: int | NodeGpu) -> CheckedResult:
         return self._keep(self.session.gpu_state.run_gpu_state(target, list(self.session.results.values())))
