@@ -17,7 +17,7 @@ from harness.profile.load import load_profile
 from harness.records import write_record
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.fit import apply, check_hosts, cli_fit, fit
-from harness.tools.calibrate.sessions import read_session
+from harness.tools.calibrate.sessions import Figure, Session, read_session
 
 from test_records import full_record
 
@@ -73,6 +73,34 @@ def test_a_host_outside_what_the_others_show_fails_leave_one_host_out(tmp_path):
 def test_a_least_tolerance_widens_every_bound(three_hosts):
     fitted = fit([read_session(d) for d in three_hosts], min_tol=0.6)
     assert {f.tol for f in fitted if not f.key.startswith("max_")} == {0.6}
+
+
+def _cv_sessions(cvs_by_case: dict[str, dict[str, list[float]]]) -> list[Session]:
+    """Sessions with only step-time CV figures at 2 GPUs: {case table: {host: [one CV per session]}}."""
+    sessions: dict[tuple[str, int], Session] = {}
+    for table, by_host in cvs_by_case.items():
+        for host, values in by_host.items():
+            for i, value in enumerate(values):
+                held = sessions.setdefault((host, i), Session(path=Path(f"{host}{i}"), host=host, profile="toy"))
+                held.figures.append(Figure(table=table, key="max_step_time_cv", gpus=2, value=value, host=host,
+                                           session=f"{host}{i}"))
+    return list(sessions.values())
+
+
+def test_a_tail_figure_that_wandered_little_on_few_hosts_takes_the_wander_of_its_gpu_counts_cases():
+    """The step-time CV has no CI: a case whose 3 hosts agreed within 9 % (vit_b_16 fp16 at 2 GPUs, then +58 % on
+    a fourth host) takes the median wander of every case of its GPU count, doubled; a case that wandered more
+    keeps its own."""
+    fitted = {f.table: f for f in fit(_cv_sessions({
+        "models.quiet.fp16": {"a": [0.0040], "b": [0.0041], "c": [0.0044]},   # wander 10 %
+        "models.noisy.fp16": {"a": [0.010], "b": [0.020], "c": [0.030]},      # wander 100 %
+        "models.middle.fp16": {"a": [0.010], "b": [0.012], "c": [0.016]},     # wander 50 %
+    }))}
+    assert fitted["models.quiet.fp16"].tol == pytest.approx(2 * 0.5)  # the median wander (50 %), doubled
+    assert fitted["models.noisy.fp16"].tol == pytest.approx(2 * 1.0)  # its own
+    assert fitted["models.quiet.fp16"].limit == pytest.approx(0.0041 * 2)
+    # leave-one-host-out pools without the held host too: c's quiet 0.0044 passes what a and b allow
+    assert fitted["models.quiet.fp16"].held_out_failures == ()
 
 
 def test_efficiencies_of_nodes_of_different_sizes_are_not_fitted_together(three_hosts, tmp_path):
