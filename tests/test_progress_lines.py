@@ -102,3 +102,23 @@ def test_a_selftest_row_says_it_is_running_and_what_its_session_last_said(tmp_pa
 def test_the_heartbeat_period_is_at_most_30_s(value):
     assert heartbeat.HEARTBEAT_S <= 30
     assert Heartbeat(Path("."), "r", started=0.0, period_s=value).period_s == heartbeat.HEARTBEAT_S
+
+
+def test_a_launch_an_interrupt_stops_is_kept_with_its_time(tmp_path, monkeypatch):
+    """A session cut by a time limit: no record holds the stopped launch's time, which the session's last line
+    called "other (launch gaps, checks, outputs) 218 s" on host I (2026-11-27). run_job keeps its name and time."""
+    from harness.launch import supervise
+
+    def interrupted(*args, **kwargs):
+        time.sleep(0.3)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(supervise, "_wait", interrupted)
+    before = len(supervise.STOPPED_LAUNCHES)
+    run_dir = tmp_path / "launch2-4gpu"
+    run_dir.mkdir()
+    launch = LaunchSettings(gpus_per_node=1, device="cpu", telemetry=False)
+    with pytest.raises(KeyboardInterrupt):
+        run_job(launch, [sys.executable, "-c", "import time; time.sleep(30)"], run_dir, "stop-run", timeout_s=30)
+    [stopped] = supervise.stopped_since(before)
+    assert stopped.name == "launch2-4gpu" and 0.3 <= stopped.elapsed_s < 10

@@ -160,6 +160,23 @@ def test_an_interrupted_case_is_interrupted_everywhere_and_the_session_incomplet
     assert re.search(r"INTERRUPTED</\w+>.{0,400}the session stopped while this test ran", cell, re.S), cell[:3000]
 
 
+def test_a_launch_stopped_by_the_interrupt_is_named_in_the_time_line_not_counted_as_a_gap(session):
+    """What run_job keeps of a launch an interrupt stopped (harness/launch/supervise.py) reaches session.json's
+    timeline and the terminal's time line under the launch's name."""
+    from harness.launch import supervise
+
+    def interrupt_second(call):
+        if call == 2:
+            supervise.STOPPED_LAUNCHES.append(supervise.StoppedLaunch(name="launch2-2gpu", elapsed_s=215.0))
+            raise KeyboardInterrupt
+        return 100.0
+
+    result, run_dir = session("--harness-launch", "per-case", launcher=FakeLauncher(per_gpu=interrupt_second))
+    timeline = json.loads((run_dir / "session.json").read_text())["timeline"]
+    assert timeline["launches_s"]["launch2-2gpu (stopped while it ran)"] == 215.0
+    result.stdout.fnmatch_lines(["harness: time: * launch2-2gpu (stopped while it ran) 215 s*"])
+
+
 def test_harness_report_reads_the_stored_verdict_and_an_old_session_says_not_recorded(session):
     from harness.report.render import build_report
 

@@ -37,6 +37,25 @@ STALL_CHECK_PERIOD_S = 1.0
 POLL_PERIOD_S = 0.2
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoppedLaunch:
+    """A launch that an interrupt (Ctrl-C, SIGTERM, a Slurm time limit) stopped while it ran: no record holds
+    its time, so the session's timeline names it (``stopped_launches``) instead of counting it as a gap."""
+
+    name: str
+    """The launch's directory name: ``launch2-4gpu``, ``components-4gpu``."""
+    elapsed_s: float
+
+
+STOPPED_LAUNCHES: list[StoppedLaunch] = []
+"""Every launch stopped in this process, in order; a session reads those after its start (``stopped_since``)."""
+
+
+def stopped_since(count: int) -> list[StoppedLaunch]:
+    """The launches stopped after the first ``count`` (what ``len(STOPPED_LAUNCHES)`` was when a session began)."""
+    return STOPPED_LAUNCHES[count:]
+
+
 class Sampler(Protocol):
     """What runs beside a launch: harness.telemetry's sampler, or group.CaseSamplers."""
 
@@ -239,6 +258,9 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=die_with_launcher(os.getpid()))
             stall = _wait(proc, launch, run_dir, started, limit_s, Heartbeat(run_dir, run_id, started))
+        except BaseException:  # an interrupt: the timeline says where the time went, then it propagates
+            STOPPED_LAUNCHES.append(StoppedLaunch(name=run_dir.name, elapsed_s=time.time() - started))
+            raise
         finally:
             # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike; no second
             # signal can cut it short (timeout(1), make and Slurm send two).

@@ -29,6 +29,7 @@ from harness.results.check import Check
 from harness.checks.straggler import name_straggler
 from harness.launch.cleanup import Orphan, stop_orphans, survey
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
+from harness.launch.supervise import STOPPED_LAUNCHES, stopped_since
 from harness.node.cpu_features import native_bf16_flag
 from harness.node import presence as node_presence
 from harness.node.hardware import Hardware, HardwareError, detect
@@ -80,6 +81,8 @@ class HarnessSession:
     """Writes of the session's outputs that failed (a full disk), said at the end with where things are."""
     fallback_summary: Path | None = None
     """Where session.json went when the run directory refused it."""
+    launches_before: int = field(default_factory=lambda: len(STOPPED_LAUNCHES))
+    """How many launches this process had seen stopped when the session began (harness/launch/supervise.py)."""
 
     @classmethod
     def start(cls, config: pytest.Config, ctx: SessionContext) -> HarnessSession:
@@ -152,6 +155,8 @@ class HarnessSession:
         components = self.config.stash.get(COMPONENTS_KEY, None)
         if components is not None and components.run is not None:
             launches["components"] = components.run.elapsed_s or 0.0
+        for stopped in stopped_since(self.launches_before):
+            launches[f"{stopped.name} (stopped while it ran)"] = stopped.elapsed_s
         ctx = self.ctx
         budget_of = time_budget(ctx.options.level, ctx.device, ctx.node_gpus)
         records = [record.data for record in read_run_directory(ctx.run_dir).records]
