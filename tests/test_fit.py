@@ -212,6 +212,26 @@ def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_tab
     assert loaded.components.source == components_source  # it also holds bounds measured otherwise
 
 
+def test_a_refit_replaces_a_note_an_author_extended_over_several_lines_and_keeps_what_follows_it(three_hosts,
+                                                                                                   tmp_path):
+    """h100-80gb.toml's note runs over three comment lines (two fits in one profile): a refit left the second and
+    third under its own note (2026-11-27)."""
+    profile = tmp_path / "toy.toml"
+    text = (REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"').rstrip()
+    profile.write_text(text + "\n# Bounds written as { ref, tol, hosts, runs, spread } were fitted by hand: the\n"
+                              "# training bounds from two fits,\n# the all-reduce from a third.\n")
+    ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
+                            report=str(tmp_path / "fit.md"), min_hosts=1, min_tol=0.0,
+                            assume_training_definition=None, leave_out="", source="")
+    assert cli_fit(ns) == 0
+    after = profile.read_text()
+    assert "training bounds from two fits" not in after and "from a third" not in after
+    last = after.rstrip().splitlines()[-1]
+    assert last.startswith("# Bounds written as { ref, tol, hosts, runs, spread } were fitted by `harness "
+                           "calibrate-fit` from 4 sessions on 3 hosts")
+    assert after.startswith(text.split("\n[")[0])  # the header comment above the tables is kept
+
+
 def test_a_session_of_an_unhealthy_host_is_refused_naming_what_failed(three_hosts, capsys):
     """A GPU in sw thermal slowdown lowered the first H100 fit: a health check's failure keeps a session out,
     but not a failed bound this tool fits (a refit may be what widens it)."""

@@ -218,13 +218,29 @@ def _set_line(lines: list[str], span: tuple[int, int], key: str, entry: str, bef
     lines.insert(span[1] if at is None else at, entry)
 
 
+def _without_note(lines: list[str]) -> list[str]:
+    """``lines`` without an earlier fit's note: its first line and the comment lines right after it (a note an
+    author wrapped or extended by hand; a refit had left those lines under the new note, 2026-11-27)."""
+    kept: list[str] = []
+    in_note = False
+    for line in lines:
+        in_note = line.startswith(NOTE_START) or (in_note and line.startswith("#"))
+        if not in_note:
+            kept.append(line)
+    return kept
+
+
+def _hosts(count: int) -> str:
+    return f"{count} host{'' if count == 1 else 's'}"
+
+
 def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
     """``text`` (a profile) with every fitted bound written as a reference table in its section (an [interconnect]
     the profile lacks is added), the ``source`` of each case and interconnect table a bound was written into set
     to ``source`` (when given), ``[definitions]`` of each family fitted (training, else components; allreduce)
     set to this harness's definition, and ``note`` as the profile's last comment (an earlier fit's note
     removed)."""
-    lines = [line for line in text.splitlines() if not line.startswith(NOTE_START)]
+    lines = _without_note(text.splitlines())
     by_line: dict[tuple[str, str], list[Fitted]] = {}
     for f in fitted:
         by_line.setdefault((f.table, f.key), []).append(f)
@@ -263,7 +279,7 @@ def _set_definition(lines: list[str], family: str) -> list[str]:
 def report(fitted: list[Fitted], sessions: list[Session]) -> str:
     """A Markdown table of every fitted bound: reference, tolerance, limit, worst session, held-out failures."""
     hosts = sorted({s.host for s in sessions})
-    out = [f"Fitted from {len(sessions)} sessions on {len(hosts)} hosts (GPU UUIDs): "
+    out = [f"Fitted from {len(sessions)} sessions on {_hosts(len(hosts))} (GPU UUIDs): "
            + "; ".join(f"host {i + 1}: {h[:60]}" for i, h in enumerate(hosts)), "",
            "| table | bound | GPUs | ref | tol | limit | worst session | hosts | runs | host spread | "
            "held-out failures | est. false-FAIL rate |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -333,12 +349,12 @@ def cli_fit(ns: Any) -> int:
         profile_path = Path(ns.profile)
         hosts = count_hosts(sessions)
         note = (f"Bounds written as {{ ref, tol, hosts, runs, spread }} were fitted by `harness calibrate-fit` from "
-                f"{len(sessions)} sessions on {hosts} hosts" + (f" (fewer than the {MIN_HOSTS} the method asks)"
-                                                                 if hosts < MIN_HOSTS else "")
+                f"{len(sessions)} sessions on {_hosts(hosts)}" + (f" (fewer than the {MIN_HOSTS} the method asks)"
+                                                                  if hosts < MIN_HOSTS else "")
                 + (f", every tolerance at least {ns.min_tol:g}" if ns.min_tol else "")
                 + (f"; not fitted, as asked: {', '.join(sorted(left_out))}" if left_out else ""))
         text = apply(profile_path.read_text(), fitted, note,
-                     f"fitted by harness calibrate-fit from {len(sessions)} sessions on {hosts} hosts ({ns.source}); "
+                     f"fitted by harness calibrate-fit from {len(sessions)} sessions on {_hosts(hosts)} ({ns.source}); "
                      "each bound { ref, tol, hosts, runs, spread }" if ns.source else "")
         output = Path(ns.output or ns.profile)
         validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
@@ -352,7 +368,7 @@ def cli_fit(ns: Any) -> int:
     else:
         print(table)
     held_out = sum(1 for f in fitted if f.held_out_failures)
-    print(f"wrote {output}: {len(fitted)} bounds from {len(sessions)} sessions on {hosts} hosts"
+    print(f"wrote {output}: {len(fitted)} bounds from {len(sessions)} sessions on {_hosts(hosts)}"
           + (f"; {held_out} of them fail leave-one-host-out (the report's held-out column): a host outside "
              "the others' spread; fit from more hosts before trusting a miss by a hair" if held_out else ""))
     return 0
