@@ -50,7 +50,7 @@ for step in "$@"; do
         calibration|calibration2|calibration3) session "$step" -k "not soak" --harness-calibration ;;
         quick|quick2|quick3) session "$step" --harness-level quick ;;
         hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;
-        one-nccl-channel) NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k "allreduce or topology" ;;
+        one-nccl-channel) NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k allreduce ;;
         reference)
             torchrun --standalone --nproc-per-node="$gpus" benchmarks/reference_loop.py \
                 --configs resnet50:bf16:256 bert_large:bf16:128 --seconds 5 --output /tmp/v/reference.json \
