@@ -3,8 +3,10 @@ which the harness would re-measure before judging (harness/checks/confirm.py).
 
 A session cut short by its call's time limit leaves its run records but no verdict for the cases it did not
 reach; this says what their first measurements show under a profile (the shipped one, or a refit), without a
-GPU. It is not a session verdict: re-measures are not taken, and a session's GPU-state, component and
-all-reduce tests are not re-judged here.
+GPU. A launch cut before the session collected its records left them in its case directories
+(``logs/<case>/record.json``, packed or not): those are read too, and the line says how many. It is not a
+session verdict: re-measures are not taken, and a session's GPU-state, component and all-reduce tests are not
+re-judged here.
 
     python benchmarks/rejudge_sessions.py --profile thresholds/h100-80gb-x2.toml \\
         docs/data/2026-11-27-h100x2-unfitted/sessions/20261127-180056-vm-h100-80gb-x2-589
@@ -29,7 +31,9 @@ from harness.tools.calibrate.sessions import first_attempts, reference_of, refer
 
 def rejudge(run_dir: Path, profile_path: Path) -> str:
     profile = load_profile(profile_path)
-    records = first_attempts([run_record(found.data) for found in read_run_directory(run_dir).records])
+    directory = read_run_directory(run_dir, launch_records=True)
+    records = first_attempts([run_record(found.data) for found in (*directory.records, *directory.launch_records)])
+    left = {r.run_id for r in first_attempts([run_record(found.data) for found in directory.launch_records])}
     references = references_of(records)
     doubted, missed = [], []
     for record in sorted(records, key=lambda r: r.run_id):
@@ -45,7 +49,8 @@ def rejudge(run_dir: Path, profile_path: Path) -> str:
             doubted.append(f"{name}: {key}")
         missed += [f"{name}: {c.key} {c.measured:.4g} [{c.bound:.4g}]" for c in checks
                    if c.passed is False and c.measured is not None and c.bound is not None]
-    return (f"{run_dir.name}: {len(records)} cases; in doubt {len(doubted)}: {', '.join(doubted) or '-'}; "
+    cut = f" ({len(left)} read from a cut launch's case directories)" if left else ""
+    return (f"{run_dir.name}: {len(records)} cases{cut}; in doubt {len(doubted)}: {', '.join(doubted) or '-'}; "
             f"first-attempt misses {len(missed)}: {', '.join(missed) or '-'}")
 
 

@@ -159,14 +159,17 @@ def _run_files(runs: Path) -> list[Path]:
 
 
 def _launch_records(path: Path, read: set[str]) -> tuple[RecordFile, ...]:
-    """Each launch's own ``logs/<case>/record.json`` whose case ``runs/`` does not hold readable."""
+    """Each launch's own ``logs/<case>/record.json`` (or its packed copy) whose case ``runs/`` does not hold
+    readable: a launch cut short (a time limit) leaves them there before the session collects them."""
     found = []
-    for file in sorted(path.glob("logs/*/record.json")):
-        if file.parent.name not in read:
+    cases = sorted({file.parent for file in path.glob("logs/*/record.json*")
+                    if file.name in ("record.json", f"record.json{PACKED}")})
+    for case in cases:
+        file = _stored(case / "record.json")
+        if case.name not in read:
             data, _ = read_json_object(file)
             if data is not None:
-                found.append(RecordFile(file=f"logs/{file.parent.name}/{file.name}", name=file.parent.name,
-                                        data=data))
+                found.append(RecordFile(file=f"logs/{case.name}/{file.name}", name=case.name, data=data))
     return tuple(found)
 
 

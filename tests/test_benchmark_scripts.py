@@ -147,6 +147,17 @@ def test_rejudge_says_which_first_attempts_of_a_cut_session_miss_and_which_are_i
     assert "first-attempt misses 2:" in line
 
 
+def test_rejudge_reads_the_records_a_cut_launch_left_in_its_case_directories():
+    """Host I's first session was cut while its one DDP launch still ran (2026-11-27): runs/ is empty, and the 23
+    finished cases' records are where the launch wrote them (logs/<case>/record.json, kept packed)."""
+    session = (Path(__file__).resolve().parent.parent / "docs" / "data" / "2026-11-27-h100x4-host-i" / "sessions"
+               / "20261127-203907-vm-h100-80gb-876")
+    line = _load("rejudge_sessions").rejudge(session, X2_PROFILE.with_name("h100-80gb.toml"))
+    assert line.startswith("20261127-203907-vm-h100-80gb-876: 23 cases (23 read from a cut launch's case "
+                           "directories); in doubt 3: ")
+    assert "resnet50-bf16-weak-4gpu: weak_efficiency 0.9181 [0.9403]" in line
+
+
 def test_rejudge_names_a_missing_profile_without_a_traceback(tmp_path, capsys):
     assert _load("rejudge_sessions").main(["--profile", str(tmp_path / "none.toml"), str(X7)]) == 2
     assert "none.toml: no such file" in capsys.readouterr().err

@@ -123,6 +123,12 @@ def test_a_killed_sessions_launch_records_stand_in_only_where_runs_has_none(tmp_
     assert read_run_directory(run_dir).launch_records == (), "read only when asked for"
     launched = read_run_directory(run_dir, launch_records=True).launch_records
     assert [(r.file, r.data["run_id"]) for r in launched] == [("logs/b/record.json", "log-b")]
+    # archived packed, as docs/data keeps a cut launch's records
+    (run_dir / "logs" / "d").mkdir()
+    (run_dir / "logs" / "d" / "record.json.gz").write_bytes(gzip.compress(json.dumps({"run_id": "log-d"}).encode()))
+    launched = read_run_directory(run_dir, launch_records=True).launch_records
+    assert [(r.file, r.data["run_id"]) for r in launched] == [("logs/b/record.json", "log-b"),
+                                                               ("logs/d/record.json.gz", "log-d")]
 
 
 def test_no_directory_is_the_one_error(tmp_path):
