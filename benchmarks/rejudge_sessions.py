@@ -32,8 +32,8 @@ from harness.tools.calibrate.sessions import first_attempts, reference_of, refer
 def rejudge(run_dir: Path, profile_path: Path) -> str:
     profile = load_profile(profile_path)
     directory = read_run_directory(run_dir, launch_records=True)
-    records = first_attempts([run_record(found.data) for found in (*directory.records, *directory.launch_records)])
-    left = {r.run_id for r in first_attempts([run_record(found.data) for found in directory.launch_records])}
+    left = first_attempts([run_record(found.data) for found in directory.launch_records])
+    records = first_attempts([run_record(found.data) for found in directory.records]) + left
     references = references_of(records)
     doubted, missed = [], []
     for record in sorted(records, key=lambda r: r.run_id):

@@ -40,7 +40,7 @@ POLL_PERIOD_S = 0.2
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StoppedLaunch:
     """A launch that an interrupt (Ctrl-C, SIGTERM, a Slurm time limit) stopped while it ran: no record holds
-    its time, so the session's timeline names it (``stopped_launches``) instead of counting it as a gap."""
+    its time, so the session's timeline names it (``stopped_since``) instead of counting it as a gap."""
 
     name: str
     """The launch's directory name: ``launch2-4gpu``, ``components-4gpu``."""
