@@ -105,9 +105,9 @@ def test_a_multi_node_case_is_re_measured_in_a_launch_of_its_own_after_its_refer
         case_id=case.key, nodes=case.nodes)
     launches: list[list[str]] = []
 
-    def run_launch(runs):
+    def run_launch(runs, then=None):
         launches.append([name for name, _ in runs])
-        return [full_record(run_id=name) for name, _ in runs]
+        return {name: full_record(run_id=name) for name, _ in runs}
 
     launcher.run_launch = run_launch  # type: ignore[method-assign]
     record, reference = launcher.remeasure(CaseId(model="tiny_bert", precision="fp32", gpus=1, nodes=2), 1)
@@ -161,11 +161,11 @@ def fake_launcher(launches: list[list[str]]):
     launcher = CaseLauncher(ctx=None)  # type: ignore[arg-type] - only spec_for and run_launch are used
     launcher.spec_for = lambda case, gpus=None: SimpleNamespace(  # type: ignore[method-assign]
         case_id=case.key, nodes=case.nodes, model=case.model, precision=case.precision, scaling=case.scaling,
-        independent=case.world_size == 1, training_world_size=case.world_size)
+        independent=case.world_size == 1, training_world_size=case.world_size, per_gpu_batch=32)
 
-    def run_launch(runs):
+    def run_launch(runs, then=None):
         launches.append([name for name, _ in runs])
-        return [full_record(run_id=name, throughput_ci95_rel=0.004) for name, _ in runs]
+        return {name: full_record(run_id=name, throughput_ci95_rel=0.004) for name, _ in runs}
 
     launcher.run_launch = run_launch  # type: ignore[method-assign]
     return launcher
@@ -255,3 +255,48 @@ def test_two_step_time_cv_misses_agree_and_a_cv_miss_then_a_pass_needs_a_third()
                       for cv in (0.15, 0.01))
     assert confirm.agree([missed, missed], "step_time_cv")
     assert not confirm.agree([missed, passed], "step_time_cv")
+
+
+def test_a_holding_launch_is_handed_each_attempt_of_every_case_in_doubt_then_nothing():
+    """Issue 28: the session's launch holds after its cases; the re-measures go to it as follow-ons, judged
+    from the records it just wrote, lowest attempt first, each case after its reference. Its tests then find
+    every attempt measured (no launch of their own); a case whose test already judged it is never handed."""
+    from harness.cases import CaseId
+    from harness.plugin.confirming import Confirmations
+
+    launches: list[list[str]] = []
+    launcher = fake_launcher(launches)
+    doubted, clear, judged = (CaseId(model=m, precision="bf16", gpus=1) for m in ("vit_b_16", "bert_large", "resnet50"))
+    split = CaseId(model="resnet152", precision="bf16", gpus=2)
+    launcher.planned = [split, doubted, clear, judged]
+    planned = {case.key: full_record(run_id=case.key, throughput_ci95_rel=0.004) for case in (doubted, clear, judged)}
+    planned["resnet152-bf16-weak-2gpu"] = full_record(run_id="resnet152-bf16-weak-2gpu", throughput_ci95_rel=0.004)
+    planned["resnet152-bf16-weak-1gpu"] = full_record(run_id="resnet152-bf16-weak-1gpu", throughput_ci95_rel=0.004)
+    launcher.prefetched = dict(planned)
+    figures = {"resnet152-bf16-weak-2gpu": 0.949, "vit_b_16-bf16-weak-1gpu": 0.949, "bert_large-bf16-weak-1gpu": 0.99,
+               "resnet50-bf16-weak-1gpu": 0.949, "resnet152-bf16-weak-2gpu-confirm1": 0.99,
+               "vit_b_16-bf16-weak-1gpu-confirm1": 0.90, "resnet152-bf16-weak-2gpu-confirm2": 0.96}
+
+    def judge(case, record, reference):
+        return attempt_of(0.01, figures[record.run_id]).checks
+
+    confirmations = Confirmations(cases=launcher, judge=judge, judged={judged})
+    done = dict(planned)
+    first = confirmations.next_runs(done)
+    assert [label for label, _ in first] == ["resnet152-bf16-weak-1gpu-confirm1-for-2gpu",
+                                             "resnet152-bf16-weak-2gpu-confirm1", "vit_b_16-bf16-weak-1gpu-confirm1"]
+    done.update({label: full_record(run_id=label, throughput_ci95_rel=0.004) for label, _ in first})
+    second = confirmations.next_runs(done)  # resnet152's two attempts disagree; vit_b_16's agree (both miss)
+    assert [label for label, _ in second] == ["resnet152-bf16-weak-1gpu-confirm2-for-2gpu",
+                                              "resnet152-bf16-weak-2gpu-confirm2"]
+    done.update({label: full_record(run_id=label, throughput_ci95_rel=0.004) for label, _ in second})
+    assert confirmations.next_runs(done) == []
+    confirmations.took(done)  # the launch ended: every record once more, nothing taken twice
+    assert launches == []
+    record, reference = confirmations.remeasured(split, 1)
+    assert (record.run_id, reference.run_id) == ("resnet152-bf16-weak-2gpu-confirm1",
+                                                 "resnet152-bf16-weak-1gpu-confirm1-for-2gpu")
+    assert confirmations.remeasured(split, 2)[0].run_id == "resnet152-bf16-weak-2gpu-confirm2"
+    assert confirmations.remeasured(doubted, 1)[0].run_id == "vit_b_16-bf16-weak-1gpu-confirm1"
+    confirmations.took(done)
+    assert (split, 1) not in confirmations.measured and launches == []

@@ -34,13 +34,23 @@ class FakeLauncher:
         self.per_gpu = per_gpu
         self.calls = []
         self.groups = []
+        self.follow_ons = []
         self.specs = []
 
-    def group(self, specs, run_dirs, run_ids, launch_dir):
-        """Stands in for harness.launch.group.run_benchmark_group: one record per spec, the launch remembered."""
+    def group(self, specs, run_dirs, run_ids, launch_dir, follow_on=None):
+        """Stands in for harness.launch.group.run_benchmark_group: one record per spec, the launch remembered;
+        a holding launch (``follow_on``) runs what it is handed after them, each follow-on remembered in
+        ``follow_ons`` as (launch index, case ids)."""
         self.groups.append([spec.case_id for spec in specs])
-        return [self(spec, run_dir, run_id=run_id)
-                for spec, run_dir, run_id in zip(specs, run_dirs, run_ids, strict=True)]
+        records = [self(spec, run_dir, run_id=run_id)
+                   for spec, run_dir, run_id in zip(specs, run_dirs, run_ids, strict=True)]
+        while follow_on is not None:
+            more = follow_on(list(records))
+            if not more:
+                break
+            self.follow_ons.append((len(self.groups) - 1, [spec.case_id for spec, _, _ in more]))
+            records += [self(spec, run_dir, run_id=run_id) for spec, run_dir, run_id in more]
+        return records
 
     def __call__(self, spec, run_dir, *, run_id=None, rendezvous=None):
         self.calls.append(spec.case_id)
@@ -177,6 +187,7 @@ def test_a_conftest_can_declare_the_acceptance_session(pytester, monkeypatch, tm
     """Without the ini (pytest chose a rootdir above acceptance/), acceptance/conftest.py still arms it."""
     launcher = FakeLauncher()
     monkeypatch.setattr("harness.launch.benchmark.run_benchmark", launcher)
+    monkeypatch.setattr("harness.launch.group.run_benchmark_group", launcher.group)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()
@@ -377,8 +388,9 @@ def test_loading_the_plugin_does_not_import_torch():
 
 def test_the_cases_in_doubt_are_re_measured_together_one_launch_per_attempt(suite, pytester):
     """Issue 28: every case's step-time CV (0.01) misses a bound of 0.001, so each is in doubt (a CV miss always
-    is); the first test's re-measure takes the three waiting cases into its launch, each after its reference,
-    and every case is judged on its two attempts ("FAIL, confirmed 2 of 2") with no launch of its own."""
+    is); the session's launch holds after its cases and re-measures all four there, warm, each after its
+    reference, before any test asks; every case is judged on its two attempts ("FAIL, confirmed 2 of 2") with
+    no launch of its own."""
     run, launcher, thresholds = suite
     two_precision_profile(thresholds)
     profile = thresholds / "cpu-test.toml"
@@ -386,10 +398,11 @@ def test_the_cases_in_doubt_are_re_measured_together_one_launch_per_attempt(suit
                                                    "max_step_time_cv = { 1 = 0.001, 2 = 0.001 }"))
     result = run("-v")  # no -s: the re-measure line passes the capture
     result.assert_outcomes(failed=4, skipped=2)
-    assert len(launcher.groups) == 2, launcher.groups
-    assert launcher.groups[1] == ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu",
-                                  "tiny_bert-fp32-weak-1gpu", "tiny_bert-fp32-weak-1gpu", "tiny_bert-fp32-weak-2gpu"]
-    result.stdout.fnmatch_lines(["*re-measuring 4 cases in doubt together*attempt 1 of 2*"])
+    assert len(launcher.groups) == 1, launcher.groups
+    assert launcher.follow_ons == [(0, ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-1gpu",
+                                        "tiny_bert-bf16-weak-2gpu", "tiny_bert-fp32-weak-1gpu",
+                                        "tiny_bert-fp32-weak-1gpu", "tiny_bert-fp32-weak-2gpu"])]
+    result.stdout.fnmatch_lines(["*re-measuring 4 cases in doubt in the session's launch, warm*attempt 1 of 2*"])
     assert result.stdout.str().count("FAIL, confirmed 2 of 2") >= 4
     runs = sorted(p.name for p in (pytester.path / "reports" / "latest" / "runs").iterdir())
     assert {"tiny_bert-fp32-weak-2gpu-confirm1.json", "tiny_bert-fp32-weak-1gpu-confirm1-for-2gpu.json"} <= set(runs)

@@ -59,6 +59,21 @@ def test_a_heartbeat_speaks_once_a_period_and_never_raises(tmp_path, monkeypatch
     assert len(said) == 2
 
 
+def test_a_holding_launch_s_follow_on_cases_count_on_from_its_plan(tmp_path, monkeypatch):
+    """A re-measure handed to the session's launch (launch/group.py) is named like its planned cases, not left
+    as "case 4/3" or unnamed."""
+    said: list[str] = []
+    monkeypatch.setattr(heartbeat, "SINK", said.append)
+    (tmp_path / "plan.json").write_text(json.dumps(PLAN))
+    (tmp_path / "more1.json").write_text(json.dumps({"cases": PLAN["cases"][2:]}))
+    beat = Heartbeat(tmp_path, "r", started=0.0, period_s=1.0)
+    beat.tick(lambda _: {0: {"phase": "measure", "since": 1.5, "case": 3}}, 2.0)
+    assert said[-1].startswith("launch r: 2 s in; case 4/4 resnet18 fp32 weak, rank 0 measure")
+    (tmp_path / "more2.json").write_text(json.dumps({"cases": PLAN["cases"][:1]}))
+    beat.tick(lambda _: {0: {"phase": "warmup", "since": 3.5, "case": 4}}, 4.0)
+    assert "case 5/5 tiny_bert fp32 weak" in said[-1]
+
+
 CHILD = """
 import json, os, sys, time
 run_dir = sys.argv[1]

@@ -272,6 +272,90 @@ def test_start_up_is_charged_to_the_first_case_of_a_launch(group_run):
     assert first.phases_s["launch_total"] > first.phases_s["measure"]
 
 
+# --- a launch that holds for follow-on cases (issue 28: re-measures run warm, in the session's launch) ------
+
+
+@pytest.fixture(scope="module")
+def held_run(tmp_path_factory, fast_spec):
+    """A 2-rank launch of a reference and its 2-rank DDP case that holds: the follow-on hands it both again
+    (a re-measure), then nothing. (root, calls: how many records each follow-on call saw, records)."""
+    from harness.launch.group import run_benchmark_group
+
+    specs = [fast_spec(gpus_per_node=2, independent=True), fast_spec(gpus_per_node=2)]
+    root = tmp_path_factory.mktemp("held")
+    calls: list[list[str]] = []
+
+    def follow_on(records):
+        calls.append([r.run_id for r in records])
+        if len(calls) > 1:
+            return []
+        return [(spec, root / f"again{i}", f"held-again{i}") for i, spec in enumerate(specs)]
+
+    records = run_benchmark_group(specs, [root / "case0", root / "case1"], ["held-case0", "held-case1"],
+                                  root / "launch", follow_on=follow_on)
+    return root, calls, records
+
+
+def test_a_holding_launch_runs_its_follow_ons_on_the_same_processes_and_ends_on_an_empty_one(held_run):
+    root, calls, records = held_run
+    assert [r.run_id for r in records] == ["held-case0", "held-case1", "held-again0", "held-again1"]
+    assert [r.status for r in records] == ["ok"] * 4, [_reason(r) for r in records]
+    # Asked once every case it had been handed had ended, each time with all of their final records.
+    assert calls == [["held-case0", "held-case1"], ["held-case0", "held-case1", "held-again0", "held-again1"]]
+    assert [r.settings["launch"].get("follow_on") for r in records] == [None, None, 1, 1]
+    assert [r.settings["launch"]["index"] for r in records] == [0, 1, 2, 3]
+    # Warm: no start-up of their own, and the re-measured reference settles hot as a later case of its work does.
+    assert [r.settings["launch"]["settle"] for r in records] == ["cold", "hot", "hot", "hot"]
+    assert records[2].phases_s["import"] == 0 and records[0].phases_s["import"] > 0
+    assert all(r.telemetry is not None and r.phases_s["launch_total"] > 0 for r in records)
+    assert [read_record(root / d / "record.json").run_id for d in ("case0", "again1")] == ["held-case0", "held-again1"]
+    plans = sorted(p.name for p in (root / "launch").glob("more*.json"))
+    assert plans == ["more1.json", "more2.json"]  # the second, empty, ended it
+
+
+def test_a_holding_launch_leaves_no_process_behind(held_run, assert_no_process_left):
+    root, _, records = held_run
+    assert_no_process_left(records[0].run_id)
+
+
+def test_a_follow_on_that_cannot_be_decided_ends_the_launch_with_the_records_it_has(tmp_path, fast_spec, capsys):
+    """The launch must end whatever the session's judging does: the session then re-measures the old way."""
+    from harness.launch.group import run_benchmark_group
+
+    def follow_on(records):
+        raise KeyError("no bounds for this case")
+
+    records = run_benchmark_group([fast_spec(gpus_per_node=2)], [tmp_path / "case0"], ["broken-follow-on"],
+                                  tmp_path / "launch", follow_on=follow_on)
+    assert [r.status for r in records] == ["ok"], [_reason(r) for r in records]
+    assert "deciding its follow-on cases failed (KeyError" in capsys.readouterr().out
+
+
+def test_a_holding_rank_ends_on_its_own_when_no_follow_on_comes(tmp_path, fast_spec):
+    """A launcher that died writes no follow-on plan: the workers end after ``hold_s`` instead of holding the GPUs;
+    one that comes is read, and every rank must agree to run it (one that saw none ends them all)."""
+    import time
+    from types import SimpleNamespace
+
+    from harness.workloads import ddp_cases
+    from harness.workloads.plan import BenchmarkPlan, write_plan
+
+    written = []
+    rank = SimpleNamespace(phase=SimpleNamespace(enter_case=lambda *a: None,
+                                                 write=lambda name, expected_s=None: written.append(name)))
+    agreed = {"value": 1.0}
+    group = SimpleNamespace(across_ranks=lambda value, op: min(value, agreed["value"]))
+    launch = SimpleNamespace(rank=rank, group=group, index=2)
+    started = time.time()
+    assert ddp_cases.follow_on(tmp_path, 1, 0.3, launch) == ()
+    assert 0.3 <= time.time() - started < 2.0 and written == ["waiting"]
+    case = fast_spec().case_plan(tmp_path, "a-case")
+    write_plan(tmp_path / "more1.json", BenchmarkPlan(cases=(case,)))
+    assert ddp_cases.follow_on(tmp_path, 1, 5.0, launch) == (case,)
+    agreed["value"] = 0.0  # another rank saw none
+    assert ddp_cases.follow_on(tmp_path, 1, 5.0, launch) == ()
+
+
 # --- the adaptive window, end to end -------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.workloads.plan import PLAN_FILE
+from harness.workloads.plan import FOLLOW_ON_FILE, PLAN_FILE
 
 HEARTBEAT_S = 20.0
 """At most this long between two lines of one launch (the issue asked for one at least every 30 s)."""
@@ -114,6 +114,8 @@ class Heartbeat:
     """Default: HEARTBEAT_S (read when the launch starts)."""
     next_at: float = 0.0
     steps: list[tuple[str, float]] | None = field(default=None)
+    follow_ons: int = 0
+    """Follow-on plans read into ``steps`` so far."""
 
     def __post_init__(self) -> None:
         if self.period_s is None:
@@ -129,6 +131,10 @@ class Heartbeat:
             if self.steps is None:
                 plan_path = self.run_dir / PLAN_FILE
                 self.steps = plan_steps(json.loads(plan_path.read_text())) if plan_path.is_file() else []
+            # A holding launch's follow-on cases (launch/group.py) count on from its plan's.
+            while (more := self.run_dir / FOLLOW_ON_FILE.format(number=self.follow_ons + 1)).is_file():
+                self.steps += plan_steps(json.loads(more.read_text()))
+                self.follow_ons += 1
             SINK(heartbeat_line(self.run_id, self.steps, phases_of(self.run_dir), now - self.started, now))
         except Exception:  # noqa: BLE001 - a progress line must never cost the launch it describes
             return

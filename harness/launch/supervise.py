@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,9 @@ from harness.results.job import Failure, Status
 from harness import telemetry
 
 STALL_CHECK_PERIOD_S = 1.0
+Watch = Callable[[], float]
+"""Called at every poll of a running launch; returns seconds to add to its time limit (for work it handed the
+launch meanwhile), else 0."""
 POLL_PERIOD_S = 0.2
 
 
@@ -210,11 +213,13 @@ def signals_held() -> Iterator[None]:
 
 
 def _wait(proc: subprocess.Popen, launch: LaunchSettings, run_dir: Path, started: float,
-          timeout_s: float, heartbeat: Heartbeat | None = None) -> Stall | None:
+          timeout_s: float, heartbeat: Heartbeat | None = None, watch: Watch | None = None) -> Stall | None:
     """Until the launch exits (None), passes its time limit or stalls (the Stall that stops it);
-    a progress line every heartbeat period meanwhile."""
+    a progress line every heartbeat period meanwhile, and ``watch`` asked at every poll."""
     next_check = started
     while proc.poll() is None:
+        if watch is not None:
+            timeout_s += watch()
         now = time.time()
         if heartbeat is not None:
             heartbeat.tick(read_phases, now)
@@ -230,13 +235,14 @@ def _wait(proc: subprocess.Popen, launch: LaunchSettings, run_dir: Path, started
 
 
 def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: str, *, result_file: str | None = None,
-            timeout_s: float | None = None, sampler: Sampler | None = None) -> JobOutcome:
+            timeout_s: float | None = None, sampler: Sampler | None = None, watch: Watch | None = None) -> JobOutcome:
     """Run ``command`` (a torchrun launch) in ``run_dir`` within ``launch``'s bounds; kill all of it afterwards.
 
     The job finished when torchrun exited 0 within its bounds and rank 0 left ``result_file`` in
     ``run_dir`` (None: nothing to look for); otherwise the outcome's ``failure`` says why.
     ``timeout_s`` overrides ``launch.timeout_s``; ``sampler`` (default: the telemetry sampler of
-    ``launch``) is started before the launch and stopped before the processes are killed.
+    ``launch``) is started before the launch and stopped before the processes are killed. ``watch``
+    is called at every poll while the launch runs (a holding launch's follow-ons: launch/group.py).
     """
     clear_run_dir(run_dir, *([result_file] if result_file else []))
     (run_dir / "command.json").write_text(json.dumps(command))
@@ -257,7 +263,7 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
                 proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=die_with_launcher(os.getpid()))
-            stall = _wait(proc, launch, run_dir, started, limit_s, Heartbeat(run_dir, run_id, started))
+            stall = _wait(proc, launch, run_dir, started, limit_s, Heartbeat(run_dir, run_id, started), watch)
         except BaseException:  # an interrupt: the timeline says where the time went, then it propagates
             STOPPED_LAUNCHES.append(StoppedLaunch(name=run_dir.name, elapsed_s=time.time() - started))
             raise

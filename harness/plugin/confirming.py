@@ -7,6 +7,11 @@ single-node case that will need it too, judged ahead of its test from the record
 left waiting (the same records and bounds its test will judge, so the same doubt); each later test finds
 its attempt measured. On a 2 x H100 node a launch per re-measure paid start-up and cold autotuning again,
 27 s each, 215 s of one session's 417 s (docs/measurements.md, 2026-11-27).
+
+Where it can, no launch is started for them at all: the session's grouped launch holds after its planned
+cases (launch/group.py), and this hands it each attempt's re-measures as follow-ons (``next_runs``), judged
+from the records it just wrote, so they run on the same processes, warm, before any test has asked. A launch
+that could not hold (it failed, or a case was not in it) leaves its attempts to ``remeasured``, as before.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass, field
 
 from harness.cases import CaseId
 from harness.checks import confirm
-from harness.plugin.launching import CaseLauncher
+from harness.plugin.launching import CaseLauncher, Runs, launch_order
 from harness.records import RunRecord
 from harness.results.check import Check
 
@@ -34,6 +39,10 @@ class Confirmations:
     """Cases whose test has taken its records: never measured again ahead of it."""
     measured: dict[tuple[CaseId, int], tuple[RunRecord, RunRecord | None]] = field(default_factory=dict)
     """(case, attempt) -> (record, reference) measured ahead, waiting for the case's test."""
+    handed: dict[tuple[CaseId, int], tuple[str, str | None]] = field(default_factory=dict)
+    """(case, attempt) -> labels of (its run, its reference's) handed to a holding launch as follow-ons."""
+    taken: set[tuple[CaseId, int]] = field(default_factory=set)
+    """(case, attempt) whose measured pair a test has taken: never put back."""
     say: Callable[[str], None] | None = None
     """Where a re-measure is announced (plugin/progress.py: through pytest's terminal, past its capture, so a
     long confirmation is seen while it runs); None: printed."""
@@ -55,7 +64,35 @@ class Confirmations:
                       + ", ".join(c.test_param for c in batch))
             self.measured.update({(c, attempt): pair for c, pair in
                                   self.cases.remeasure_together(batch, attempt).items()})
+        self.taken.add((case, attempt))
         return self.measured.pop((case, attempt))
+
+    def next_runs(self, done: dict[str, RunRecord]) -> Runs:
+        """The holding launch's next follow-on (plugin/launching.FollowOns): the lowest attempt that any
+        planned case not yet judged will need, for every such case, each after its reference; [] when none
+        will (the launch ends). ``done``: the launch's every record so far, by label."""
+        self.took(done)
+        for attempt in range(1, confirm.MAX_REMEASURES + 1):
+            batch = [case for case in dict.fromkeys(self.cases.planned)
+                     if case not in self.judged and (case, attempt) not in self.handed
+                     and self.cases.spec_for(case).nodes == 1 and self.will_need(case, attempt)]
+            if not batch:
+                continue
+            self.tell(f"re-measuring {len(batch)} case{'s' if len(batch) > 1 else ''} in doubt in the session's "
+                      f"launch, warm, each with its reference (attempt {attempt} of {confirm.MAX_REMEASURES}): "
+                      + ", ".join(c.test_param for c in batch))
+            planned = {case: self.cases.remeasure_runs(case, attempt) for case in batch}
+            for case, runs in planned.items():
+                self.handed[(case, attempt)] = runs[-1][0], runs[0][0] if len(runs) == 2 else None
+            return launch_order([run for runs in planned.values() for run in runs])
+        return []
+
+    def took(self, done: dict[str, RunRecord]) -> None:
+        """The pairs of every handed (case, attempt) whose runs are in ``done``, waiting for the case's test."""
+        for key, (label, reference) in self.handed.items():
+            if key not in self.measured and key not in self.taken and label in done and (
+                    reference is None or reference in done):
+                self.measured[key] = done[label], done[reference] if reference is not None else None
 
     def will_need(self, case: CaseId, attempt: int) -> bool:
         """Whether ``case``'s test, judging the records measured so far, will ask for ``attempt``: its first

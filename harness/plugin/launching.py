@@ -5,11 +5,15 @@ A test asks for its case's record; the first test launches every pending single-
 reference and its 2-, 4-, 8-GPU runs are measured back to back, in the same processes (launch_order);
 the other tests find their records waiting. A case's 1-GPU baseline is keyed by what that run does
 (model, precision, batch), so a weak-scaling 1-GPU case and a strong-scaling baseline of the same batch are one launch.
+With ``follow_ons`` (plugin/confirming.py), that launch holds after its cases and runs the re-measures of the
+cases in doubt on the same processes, warm, before it ends (launch/group.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from harness.cases import CaseId
 from harness.checks.repeats import combine
@@ -25,6 +29,19 @@ from harness.results.job import Failure
 BaselineKey = tuple[str, str, int]
 """(model, precision, per-GPU batch) of a 1-GPU run."""
 
+Runs = list[tuple[str, BenchmarkSpec]]
+"""(label, spec) of the runs of a launch, in order."""
+
+
+class FollowOns(Protocol):
+    """What a holding launch runs after the session's planned cases (plugin/confirming.py)."""
+
+    def next_runs(self, done: dict[str, RunRecord]) -> Runs:
+        """Given every record of the launch so far, by label: the runs to hand it next ([]: it ends)."""
+
+    def took(self, done: dict[str, RunRecord]) -> None:
+        """Every record of the launch once it ended, by label (those it handed out included, failed or not)."""
+
 
 @dataclass(kw_only=True)
 class CaseLauncher:
@@ -37,6 +54,8 @@ class CaseLauncher:
     launches: int = 0
     """Shared launches so far: names their log directories."""
     baselines: dict[BaselineKey, RunRecord] = field(default_factory=dict)
+    follow_ons: FollowOns | None = None
+    """Decides what the session's grouped launch runs after its planned cases, while it holds; None: it ends."""
 
     def spec_for(self, case: CaseId, gpus: int | None = None) -> BenchmarkSpec:
         return benchmark_spec(self.ctx, case, gpus)
@@ -68,31 +87,54 @@ class CaseLauncher:
         if ctx.options.launch == "grouped" and spec.nodes == 1:
             group = launch_order(group + [(other, s) for other, s in self.pending() if other != label and s.nodes == 1])
         runs = [(f"{name}-repeat{r + 1}" if r else name, s) for name, s in group for r in range(repeats)]
-        records = self.run_launch(runs)
-        for index, (name, _) in enumerate(group):
-            self.prefetched[name] = combine(records[index * repeats:(index + 1) * repeats])
-            self.launched.add(name)
 
-    def run_launch(self, runs: list[tuple[str, BenchmarkSpec]]) -> list[RunRecord]:
+        def keep(done: dict[str, RunRecord]) -> None:
+            """The group's records, waiting for their tests (before the launch ends, for the follow-ons to judge)."""
+            for index, (name, _) in enumerate(group):
+                self.prefetched[name] = combine([done[run] for run, _ in runs[index * repeats:(index + 1) * repeats]])
+                self.launched.add(name)
+
+        follow_ons = self.follow_ons if ctx.options.launch == "grouped" and spec.nodes == 1 else None
+
+        def then(done: dict[str, RunRecord]) -> Runs:
+            assert follow_ons is not None
+            keep(done)
+            return follow_ons.next_runs(done)
+
+        done = self.run_launch(runs, then=then if follow_ons is not None else None)
+        keep(done)
+        if follow_ons is not None and len(done) > len(runs):
+            follow_ons.took(done)
+
+    def run_launch(self, runs: Runs, then: Callable[[dict[str, RunRecord]], Runs] | None = None
+                   ) -> dict[str, RunRecord]:
         """``runs`` (label, spec) in one launch as wide as the widest (or refused, naming what holds the
-        GPUs); each record written under its label."""
+        GPUs); each record written under its label. With ``then``, the launch holds after them and runs what
+        ``then`` hands it (given every record so far), until it hands nothing. Every record by label, in order."""
         ctx = self.ctx
         width = max(s.gpus_per_node for _, s in runs)
         busy = ctx.busy_gpus(width)
+        handed = list(runs)
         if busy:
             records = [refused_record(s, f"{ctx.run_id}-{name}", busy) for name, s in runs]
-        elif len(runs) == 1:
+        elif len(runs) == 1 and then is None:
             (name, spec), = runs
             records = [single_launch.run_benchmark(spec, ctx.log_dir(name), run_id=f"{ctx.run_id}-{name}")]
         else:
+            def follow_on(so_far: list[RunRecord]) -> list[shared_launch.Case]:
+                assert then is not None
+                more = then(dict(zip((name for name, _ in handed), so_far, strict=True)))
+                handed.extend(more)
+                return [(s, ctx.log_dir(name), f"{ctx.run_id}-{name}") for name, s in more]
+
             self.launches += 1
             records = shared_launch.run_benchmark_group(
                 [s for _, s in runs], [ctx.log_dir(name) for name, _ in runs],
                 [f"{ctx.run_id}-{name}" for name, _ in runs],
-                ctx.log_dir(f"launch{self.launches}-{width}gpu"))
-        for (name, _), record in zip(runs, records, strict=True):
+                ctx.log_dir(f"launch{self.launches}-{width}gpu"), follow_on=follow_on if then is not None else None)
+        for (name, _), record in zip(handed, records, strict=True):
             write_record(ctx.record_path(name), record)
-        return records
+        return dict(zip((name for name, _ in handed), records, strict=True))
 
     def remeasure(self, case: CaseId, attempt: int) -> tuple[RunRecord, RunRecord | None]:
         """``case`` measured again, with its 1-GPU reference right before it in the same launch (issue 27:
@@ -100,8 +142,8 @@ class CaseLauncher:
         runs = self.remeasure_runs(case, attempt)
         # One launch holds one shape of job (launch/group.py): a multi-node case and its single-node
         # reference go one launch after the other, as the session first measured them.
-        records = (self.run_launch(runs) if self.spec_for(case).nodes == 1
-                   else [record for run in runs for record in self.run_launch([run])])
+        records = (list(self.run_launch(runs).values()) if self.spec_for(case).nodes == 1
+                   else [record for run in runs for record in self.run_launch([run]).values()])
         return records[-1], records[0] if len(records) == 2 else None
 
     def remeasure_runs(self, case: CaseId, attempt: int) -> list[tuple[str, BenchmarkSpec]]:
@@ -125,7 +167,7 @@ class CaseLauncher:
             return measured
         planned = {case: self.remeasure_runs(case, attempt) for case in together}
         ordered = launch_order([run for runs in planned.values() for run in runs])
-        records = dict(zip((label for label, _ in ordered), self.run_launch(ordered), strict=True))
+        records = self.run_launch(ordered)
         for case, runs in planned.items():
             measured[case] = records[runs[-1][0]], records[runs[0][0]] if len(runs) == 2 else None
         return measured

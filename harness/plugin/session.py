@@ -93,6 +93,8 @@ class HarnessSession:
     def __post_init__(self) -> None:
         self.confirmations = Confirmations(cases=self.cases, judge=self.judge,
                                            calibration=self.ctx.options.calibration)
+        if not self.ctx.options.calibration:  # a calibration session re-measures nothing: its launch need not hold
+            self.cases.follow_ons = self.confirmations
 
     @property
     def profile(self) -> Profile:
@@ -109,8 +111,10 @@ class HarnessSession:
     def run(self, case: CaseId) -> CaseResult:
         """Launch (or find launched) ``case`` and its baseline; judge it against the profile's bounds."""
         bounds = self.bounds_of(case)
-        self.confirmations.judged.add(case)
         record, baseline = self.cases.record_and_baseline(case)
+        # Judged from here on: no attempt of it is measured ahead any more (its own test asks for them). Not
+        # before the launch that measures it, whose follow-ons re-measure it with the others in doubt.
+        self.confirmations.judged.add(case)
         checks = self.judge(case, record, baseline)
         key = confirm.doubted_key(checks, record, baseline, calibration=self.ctx.options.calibration)
         if key is not None:

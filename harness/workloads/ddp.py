@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from harness.rank import Rank, launch_epoch, run_rank
 from harness.workloads.plan import BenchmarkPlan, plan_argument, read_plan
@@ -25,17 +26,17 @@ PROCESS_START_S = time.time()
 def main(argv: list[str] | None = None) -> int:
     plan_path = plan_argument(argv, "harness.workloads.ddp")
     plan = read_plan(plan_path, BenchmarkPlan)
-    return run_rank("worker", plan_path.parent, lambda rank: run(plan, rank))
+    return run_rank("worker", plan_path.parent, lambda rank: run(plan, rank, plan_path.parent))
 
 
-def run(plan: BenchmarkPlan, rank: Rank) -> None:
+def run(plan: BenchmarkPlan, rank: Rank, plan_dir: Path) -> None:
     started_s = time.time()
     # Imported here, not at the top: this rank's log and phase file exist before torch loads (an
     # import that fails says so in them), and the import is timed as the launch's phases_s["import"].
     from harness.workloads import ddp_cases
 
     startup_s = {"process_start": started_s - launch_epoch(started_s), "import": time.time() - started_s}
-    ddp_cases.run_cases(plan, rank, process_start_s=PROCESS_START_S, startup_s=startup_s)
+    ddp_cases.run_cases(plan, rank, process_start_s=PROCESS_START_S, startup_s=startup_s, plan_dir=plan_dir)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ import gc
 import os
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -32,46 +33,98 @@ from harness.records import Versions, write_record
 from harness.workloads import compilecache, faults, recipe
 from harness.workloads.ddp_record import build_record
 from harness.workloads.models import get_model
-from harness.workloads.plan import RECORD_FILE, BenchmarkPlan, CasePlan
+from harness.workloads.plan import FOLLOW_ON_FILE, RECORD_FILE, BenchmarkPlan, CasePlan, read_plan
 from harness.workloads.window import fixed_window_steps, measure_adaptively, warm_up, window_timer
 
 
-def run_cases(plan: BenchmarkPlan, rank: Rank, *, process_start_s: float, startup_s: dict[str, float]) -> None:
+def run_cases(plan: BenchmarkPlan, rank: Rank, *, process_start_s: float, startup_s: dict[str, float],
+              plan_dir: Path | None = None) -> None:
     """Every case of the plan in order, on one process group; ``startup_s`` is what the launch spent
     before it (process start, imports), ``process_start_s`` when this process started.
 
     A case on fewer ranks than the launch (a 2-GPU case of a 4-GPU node) runs on ranks 0 .. n-1 in a
     subgroup; the other ranks wait for it at the launch-wide barrier after each case, so the 1-GPU
-    reference and the N-GPU cases of one model run back to back in the same processes."""
+    reference and the N-GPU cases of one model run back to back in the same processes. A plan that holds
+    (``hold_s``) then runs the launcher's follow-on plans in ``plan_dir`` (more1.json, ...) on the same
+    processes, until one has no cases or none comes in time."""
     if plan.cases[0].device == "cuda":
         torch.backends.cudnn.benchmark = True  # autotuned convolutions, as training jobs run them
     group = start_process_group(plan.cases[0].device, rank)
     subgroups = case_subgroups(group, [case.ranks for case in plan.cases])
-    startup_s = {**startup_s, "init": group.init_s}
-    settled: set[tuple] = set()
-    """What this rank has trained in this launch: a case of the same work starts hot (settle_key)."""
-    for index, case in enumerate(plan.cases):
-        if rank.rank >= case.ranks:
-            # Not one of this case's ranks: wait at the barrier below (no expected time: the setup bound holds).
-            rank.phase.enter_case(None, index)
-            rank.phase.write("idle")
-            group.barrier()
-            continue
-        case.run_dir.mkdir(parents=True, exist_ok=True)
-        rank.phase.enter_case(case.run_dir, index)
-        if len(plan.cases) > 1:
-            print(f"[harness worker] case {index + 1}/{len(plan.cases)}: {case.run_id}", flush=True)
-        hot = settle_key(case) in settled
-        # The launch's fixed costs go to its first case; later cases start at "build".
-        run_case(case, rank, group.narrowed(case.ranks, subgroups.get(case.ranks)),
-                 startup_s=startup_s if index == 0 else {key: 0.0 for key in startup_s},
-                 launch={"cases": len(plan.cases), "index": index, "ranks": case.ranks, "launch_ranks": group.size},
-                 process_start_s=process_start_s, hot=hot)
-        settled.add(settle_key(case))
-        rank.phase.write("done")
-        group.barrier()  # the launch's every rank: the next case starts with all of them free
+    launch = LaunchCases(group=group, subgroups=subgroups, rank=rank, process_start_s=process_start_s,
+                         startup_s={**startup_s, "init": group.init_s})
+    launch.run(plan.cases)
+    number = 1
+    while plan.hold_s > 0 and plan_dir is not None:
+        cases = follow_on(plan_dir, number, plan.hold_s, launch)
+        if not cases:
+            break
+        launch.subgroups.update(case_subgroups(group, [case.ranks for case in cases
+                                                      if case.ranks not in launch.subgroups]))
+        launch.run(cases, follow_on=number)
+        number += 1
     group.dist.destroy_process_group()
-    rank.phase.enter_case(None, len(plan.cases))
+    rank.phase.enter_case(None, launch.index)
+
+
+@dataclass(kw_only=True)
+class LaunchCases:
+    """What the cases of one launch share: the process group and its subgroups, and what this rank has trained."""
+
+    group: ProcessGroup
+    subgroups: dict[int, Any]
+    rank: Rank
+    process_start_s: float
+    startup_s: dict[str, float]
+    """The launch's fixed costs: charged to its first case, later cases start at "build"."""
+    settled: set[tuple] = field(default_factory=set)
+    """What this rank has trained in this launch: a case of the same work starts hot (settle_key)."""
+    index: int = 0
+    """Cases run so far, follow-ons included: the next case's index in the launch."""
+
+    def run(self, cases: tuple[CasePlan, ...], follow_on: int = 0) -> None:
+        group, rank = self.group, self.rank
+        for case in cases:
+            index, self.index = self.index, self.index + 1
+            if rank.rank >= case.ranks:
+                # Not one of this case's ranks: wait at the barrier below (no expected time: the setup bound holds).
+                rank.phase.enter_case(None, index)
+                rank.phase.write("idle")
+                group.barrier()
+                continue
+            case.run_dir.mkdir(parents=True, exist_ok=True)
+            rank.phase.enter_case(case.run_dir, index)
+            print(f"[harness worker] case {index + 1}{f' (follow-on {follow_on})' if follow_on else ''}: "
+                  f"{case.run_id}", flush=True)
+            hot = settle_key(case) in self.settled
+            run_case(case, rank, group.narrowed(case.ranks, self.subgroups.get(case.ranks)),
+                     startup_s=self.startup_s if index == 0 else {key: 0.0 for key in self.startup_s},
+                     launch={"cases": len(cases) if not follow_on else index + 1, "index": index, "ranks": case.ranks,
+                             "launch_ranks": group.size, **({"follow_on": follow_on} if follow_on else {})},
+                     process_start_s=self.process_start_s, hot=hot)
+            self.settled.add(settle_key(case))
+            rank.phase.write("done")
+            group.barrier()  # the launch's every rank: the next case starts with all of them free
+
+
+def follow_on(plan_dir: Path, number: int, hold_s: float, launch: LaunchCases) -> tuple[CasePlan, ...]:
+    """The cases of follow-on plan ``number``, once the launcher has written it; () when it has none, or when
+    any rank saw none within ``hold_s`` (the launcher is gone). Every rank waits on the file without a
+    collective in flight, then they agree: all run the plan or none does."""
+    rank = launch.rank
+    rank.phase.enter_case(None, launch.index)
+    rank.phase.write("waiting", expected_s=hold_s)
+    path = plan_dir / FOLLOW_ON_FILE.format(number=number)
+    deadline = time.time() + hold_s
+    while not path.exists() and time.time() < deadline:
+        time.sleep(FOLLOW_ON_POLL_S)
+    cases = read_plan(path, BenchmarkPlan).cases if path.exists() else ()
+    agreed = launch.group.across_ranks(1.0 if cases else 0.0, dist.ReduceOp.MIN)
+    return cases if agreed > 0 else ()
+
+
+FOLLOW_ON_POLL_S = 0.05
+"""How often a holding rank looks for the launcher's next plan: a re-measure waits at most this long for it."""
 
 
 def settle_key(case: CasePlan) -> tuple:

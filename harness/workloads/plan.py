@@ -22,6 +22,9 @@ from harness.files import write_json_atomic
 Device = Literal["cuda", "cpu"]
 
 PLAN_FILE = "plan.json"
+FOLLOW_ON_FILE = "more{number}.json"
+"""A follow-on plan for a launch that holds (``BenchmarkPlan.hold_s``): more cases for the same processes, written by
+the launcher beside plan.json, numbered from 1; one with no cases ends the launch."""
 RECORD_FILE = "record.json"
 """The benchmark's run record (harness/records.py), in each case's directory."""
 ALLREDUCE_RESULT_FILE = "allreduce.json"
@@ -72,6 +75,10 @@ class BenchmarkPlan:
     """The cases of one launch, in order: process start, imports and process-group init are paid once."""
 
     cases: tuple[CasePlan, ...]
+    hold_s: float = 0.0
+    """After its cases, how long the launch waits for a follow-on plan (FOLLOW_ON_FILE) before it ends; 0: it
+    ends at once. A holding launch keeps its processes, warm (cuDNN's autotuned algorithms, the GPUs' clocks),
+    for cases the launcher decides on only after it has read these cases' records (re-measures, issue 28)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,7 +120,8 @@ def _to_json_value(value: Any) -> Any:
 
 def _from_dict(kind: type, data: dict[str, Any]) -> Any:
     if kind is BenchmarkPlan:
-        return BenchmarkPlan(cases=tuple(_from_dict(CasePlan, case) for case in data["cases"]))
+        return BenchmarkPlan(cases=tuple(_from_dict(CasePlan, case) for case in data["cases"]),
+                             hold_s=float(data.get("hold_s", 0.0)))
     return kind(**{**data, "run_dir": Path(data["run_dir"])})
 
 
@@ -121,7 +129,7 @@ def write_plan(path: Path, plan: BenchmarkPlan | AllReducePlan | SoakPlan) -> No
     """``plan`` as JSON at ``path`` (atomically: every rank reads it)."""
     if isinstance(plan, BenchmarkPlan):
         data: dict[str, Any] = {"cases": [{k: _to_json_value(v) for k, v in dataclasses.asdict(case).items()}
-                                          for case in plan.cases]}
+                                          for case in plan.cases], "hold_s": plan.hold_s}
     else:
         data = {k: _to_json_value(v) for k, v in dataclasses.asdict(plan).items()}
     write_json_atomic(path, json.dumps({"kind": type(plan).__name__, **data}, indent=1))
