@@ -89,16 +89,18 @@ def _cv_sessions(cvs_by_case: dict[str, dict[str, list[float]]]) -> list[Session
 
 def test_a_tail_figure_that_wandered_little_on_few_hosts_takes_the_wander_of_its_gpu_counts_cases():
     """The step-time CV has no CI: a case whose 3 hosts agreed within 9 % (vit_b_16 fp16 at 2 GPUs, then +58 % on
-    a fourth host) takes the median wander of every case of its GPU count, doubled; a case that wandered more
-    keeps its own."""
+    a fourth host) takes the median wander of every case of its GPU count, in CV units (a hiccup adds to any
+    case's CV alike: vit_b_16 bf16, ref 0.0027, then 0.0265 and 0.0291 on a fifth host), doubled; a case that
+    wandered more keeps its own."""
     fitted = {f.table: f for f in fit(_cv_sessions({
         "models.quiet.fp16": {"a": [0.0040], "b": [0.0041], "c": [0.0044]},   # wander 10 %
         "models.noisy.fp16": {"a": [0.010], "b": [0.020], "c": [0.030]},      # wander 100 %
         "models.middle.fp16": {"a": [0.010], "b": [0.012], "c": [0.016]},     # wander 50 %
     }))}
-    assert fitted["models.quiet.fp16"].tol == pytest.approx(2 * 0.5)  # the median wander (50 %), doubled
+    # wanders in CV units: quiet 0.0041 x 9.8 % = 0.0004, noisy 0.02 x 100 % = 0.02, middle 0.012 x 50 % = 0.006
+    assert fitted["models.quiet.fp16"].limit == pytest.approx(0.0041 + 2 * 0.006)  # the median excess, doubled
     assert fitted["models.noisy.fp16"].tol == pytest.approx(2 * 1.0)  # its own
-    assert fitted["models.quiet.fp16"].limit == pytest.approx(0.0041 * 2)
+    assert fitted["models.middle.fp16"].tol == pytest.approx(2 * 0.5)
     # leave-one-host-out pools without the held host too: c's quiet 0.0044 passes what a and b allow
     assert fitted["models.quiet.fp16"].held_out_failures == ()
 
