@@ -161,3 +161,47 @@ def doubted_key(checks: list[Check], record: RunRecord, baseline: RunRecord | No
     found = uncertain_checks(checks, record, baseline)
     failed = [c for c in found if c.passed is False]
     return (failed or found)[0].key if found else None
+
+
+# --- a component figure: the host link, confirmed the same way -------------------------------------------------
+
+HOST_LINK = frozenset({"h2d_alone", "d2h_alone", "h2d_concurrent", "d2h_concurrent"})
+"""Pinned host-link copies: they ride on the host (its memory, its other tenants) and moved 55.15 -> 48.06 GB/s on
+one GPU of a healthy-looking 4 x H100 host between two sessions minutes apart (docs/data/2026-11-27-h100x4-host-j)."""
+CLEAR_HOST_LINK_MISS = 0.5
+"""A host-link figure under this fraction of its bound fails at once: a link at half its width or generation
+carries half (arithmetic), which no re-measure explains away; a figure between it and the bound is in doubt."""
+
+
+def doubted_host_link(checks: list[Check]) -> list[Check]:
+    """The host-link checks that missed their bound, but not by a clear miss: re-measured before they fail."""
+    return [c for c in checks if c.key in HOST_LINK and c.passed is False and c.measured is not None
+            and c.bound is not None and c.measured >= CLEAR_HOST_LINK_MISS * c.bound]
+
+
+def _check_of(attempt: list[Check], key: str) -> Check | None:
+    return next((c for c in attempt if c.key == key), None)
+
+
+def checks_agree(attempts: list[list[Check]], keys: frozenset[str]) -> bool:
+    """Whether every attempt so far passed or failed each of ``keys`` alike (else a third decides)."""
+    return all(len({c.passed for a in attempts if (c := _check_of(a, key)) is not None}) <= 1 for key in keys)
+
+
+def decide_checks(attempts: list[list[Check]], keys: frozenset[str]) -> list[Check]:
+    """The first attempt's checks, each of ``keys`` replaced by its median attempt's (of two, the worse), its note
+    saying how many attempts missed: "FAIL, confirmed 2 of 2", "passed on re-measure, 1 of 3 missed"."""
+    decided = []
+    for check in attempts[0]:
+        if check.key not in keys:
+            decided.append(check)
+            continue
+        own = [c for a in attempts if (c := _check_of(a, check.key)) is not None and c.measured is not None]
+        worst_first = sorted(own, key=lambda c: c.measured if c.measured is not None else 0.0,
+                             reverse=check.comparison == "<=")
+        median = worst_first[(len(worst_first) - 1) // 2] if worst_first else check
+        missed = sum(1 for c in own if c.passed is False)
+        tally = (f"FAIL, confirmed {missed} of {len(own)}" if median.passed is False
+                 else f"passed on re-measure, {missed} of {len(own)} missed" if missed else "")
+        decided.append(replace(median, note=_joined(tally, median.note)) if tally else median)
+    return decided

@@ -159,6 +159,8 @@ class HarnessSession:
         components = self.config.stash.get(COMPONENTS_KEY, None)
         if components is not None and components.run is not None:
             launches["components"] = components.run.elapsed_s or 0.0
+            for number, run in enumerate(components.confirmations, start=1):
+                launches[f"host-link re-measure {number}"] = run.elapsed_s or 0.0
         for stopped in stopped_since(self.launches_before):
             launches[f"{stopped.name} (stopped while it ran)"] = stopped.elapsed_s
         ctx = self.ctx
