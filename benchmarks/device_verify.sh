@@ -12,6 +12,9 @@
 #   one-nccl-channel   the all-reduce tests with NCCL_MAX_NCHANNELS=1 (a partial interconnect degradation)
 #   reference          a bare DDP loop on every GPU (benchmarks/reference_loop.py), beside the sessions' figures
 #   selftest           harness selftest --rows foreign_load,hidden_gpu (the headline must name the GPU)
+#   host-confirm       the host-link tests against a copy of the profiles whose GPU-to-host floor is 80 GB/s (a
+#                      healthy link reads ~55: a miss in doubt), so the confirm-before-FAIL path runs on the GPUs:
+#                      two re-measures of the host-link part alone, then "FAIL, confirmed 2 of 2"
 #   calibration, calibration2, calibration3
 #                      a default session with --harness-calibration: first measurements for
 #                      `harness calibrate-fit` (no re-measures; the all-reduce measured where the profile has no
@@ -51,6 +54,9 @@ for step in "$@"; do
         quick|quick2|quick3) session "$step" --harness-level quick ;;
         hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;
         one-nccl-channel) NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k allreduce ;;
+        host-confirm)
+            mkdir -p /tmp/th && cp thresholds/*.toml /tmp/th/ && sed -i 's/^min_d2h_gbps = .*/min_d2h_gbps = 80.0/' /tmp/th/*.toml
+            session host-confirm -k host_link --harness-thresholds-dir /tmp/th ;;
         reference)
             torchrun --standalone --nproc-per-node="$gpus" benchmarks/reference_loop.py \
                 --configs resnet50:bf16:256 bert_large:bf16:128 --seconds 5 --output /tmp/v/reference.json \
