@@ -94,7 +94,9 @@ class CaseLauncher:
                 self.prefetched[name] = combine([done[run] for run, _ in runs[index * repeats:(index + 1) * repeats]])
                 self.launched.add(name)
 
-        follow_ons = self.follow_ons if ctx.options.launch == "grouped" and spec.nodes == 1 else None
+        # A launch of one run (a one-case session) stays a plain launch: its own directory, as before.
+        follow_ons = (self.follow_ons if ctx.options.launch == "grouped" and spec.nodes == 1 and len(runs) > 1
+                      else None)
 
         def then(done: dict[str, RunRecord]) -> Runs:
             assert follow_ons is not None
