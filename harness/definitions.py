@@ -61,7 +61,8 @@ DEFINITIONS: dict[str, Definition] = {
         # planned cases and runs the re-measures there as follow-ons (launch/group.py, ddp_cases.follow_on): the
         # planned cases run exactly as before, and a re-measure is a later case of the same work on the same
         # processes, settling hot like the N-GPU cases after their reference -- the layout its bounds judge.
-        fingerprint="811c9361bf533ed5"),
+        # Then a refactor only (one re-measure plan shared by both paths, the watch reading each case's end once).
+        fingerprint="bbfe6570b653db02"),
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "

@@ -21,7 +21,9 @@ not judged: "host too noisy to sign off", which makes the session INCOMPLETE, ne
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from harness.results.check import Check
 from harness.records import RunRecord
@@ -35,6 +37,7 @@ TAIL_FIGURES = frozenset({"step_time_cv"})
 UNSETTLED = "max time"
 """The adaptive window's stop reason when its CI never met the target (harness/workloads/window.py)."""
 TOO_NOISY = "host too noisy to sign off"
+T = TypeVar("T")
 
 
 def noise(record: RunRecord, baseline: RunRecord | None) -> float:
@@ -93,13 +96,24 @@ def _figure(attempt: Attempt, key: str) -> float:
     return measured if measured is not None else float("nan")
 
 
-def _median_attempt(attempts: list[Attempt], key: str) -> Attempt:
-    """The middle attempt by the figure of check ``key``; of two (which agreed, or a third would have been
-    measured), the worse one."""
-    ordered = sorted(attempts, key=lambda a: _figure(a, key))
-    if not _lower_is_worse(attempts[0], key):
+def _worst_first_median(items: list[T], figure: Callable[[T], float], lower_is_worse: bool) -> T:
+    """The middle of ``items`` by ``figure``; of two (which agreed, or a third would have been measured), the
+    worse one. The one median rule of every re-measured figure, a case's or a component's."""
+    ordered = sorted(items, key=figure)
+    if not lower_is_worse:
         ordered.reverse()  # worst first either way
     return ordered[(len(ordered) - 1) // 2]
+
+
+def _median_attempt(attempts: list[Attempt], key: str) -> Attempt:
+    """The middle attempt by the figure of check ``key`` (``_worst_first_median``)."""
+    return _worst_first_median(attempts, lambda a: _figure(a, key), _lower_is_worse(attempts[0], key))
+
+
+def _tally(missed: int, attempts: int, passed: bool | None) -> str:
+    """What a re-measured check's note says: "FAIL, confirmed 2 of 2", "passed on re-measure, 1 of 3 missed"."""
+    return (f"FAIL, confirmed {missed} of {attempts}" if passed is False
+            else f"passed on re-measure, {missed} of {attempts} missed" if missed else "")
 
 
 def decide(attempts: list[Attempt], key: str) -> tuple[Attempt, list[Check]]:
@@ -116,8 +130,7 @@ def decide(attempts: list[Attempt], key: str) -> tuple[Attempt, list[Check]]:
         own = _median_attempt(attempts, check.key)
         check = next((c for c in own.checks if c.key == check.key), check)
         missed = sum(1 for a in attempts for c in a.checks if c.key == check.key and c.passed is False)
-        tally = (f"FAIL, confirmed {missed} of {len(attempts)}" if check.passed is False
-                 else f"passed on re-measure, {missed} of {len(attempts)} missed" if missed else "")
+        tally = _tally(missed, len(attempts), check.passed)
         all_in_doubt = all(unsettled(a.record) and any(c.key == check.key for c in
                                                       uncertain_checks(a.checks, a.record, a.baseline))
                            for a in attempts)
@@ -145,10 +158,9 @@ def agree(attempts: list[Attempt], key: str) -> bool:
     last one (no third needed): of two attempts that disagree on any check, a third decides it. A tail figure
     that missed twice agrees: its doubt was one window's hiccup, and a second window ruled that out."""
     keys = {c.key for a in attempts for c in a.checks if c.kind in RE_MEASURED_KINDS and c.bound is not None}
-    split = any(len({next((c.passed for c in a.checks if c.key == k), None) for a in attempts}) > 1 for k in keys)
     last = attempts[-1]
-    return not split and key not in {c.key for c in uncertain_checks(last.checks, last.record, last.baseline,
-                                                                     tails=False)}
+    still_in_doubt = {c.key for c in uncertain_checks(last.checks, last.record, last.baseline, tails=False)}
+    return checks_agree([a.checks for a in attempts], keys) and key not in still_in_doubt
 
 
 def doubted_key(checks: list[Check], record: RunRecord, baseline: RunRecord | None, *,
@@ -183,9 +195,11 @@ def _check_of(attempt: list[Check], key: str) -> Check | None:
     return next((c for c in attempt if c.key == key), None)
 
 
-def checks_agree(attempts: list[list[Check]], keys: frozenset[str]) -> bool:
-    """Whether every attempt so far passed or failed each of ``keys`` alike (else a third decides)."""
-    return all(len({c.passed for a in attempts if (c := _check_of(a, key)) is not None}) <= 1 for key in keys)
+def checks_agree(attempts: list[list[Check]], keys: Iterable[str]) -> bool:
+    """Whether every attempt so far passed or failed each of ``keys`` alike (a check missing from an attempt
+    counts as a verdict of its own); where they split, a third attempt decides."""
+    return all(len({c.passed if (c := _check_of(a, key)) is not None else None for a in attempts}) <= 1
+               for key in keys)
 
 
 def decide_checks(attempts: list[list[Check]], keys: frozenset[str]) -> list[Check]:
@@ -197,11 +211,8 @@ def decide_checks(attempts: list[list[Check]], keys: frozenset[str]) -> list[Che
             decided.append(check)
             continue
         own = [c for a in attempts if (c := _check_of(a, check.key)) is not None and c.measured is not None]
-        worst_first = sorted(own, key=lambda c: c.measured if c.measured is not None else 0.0,
-                             reverse=check.comparison == "<=")
-        median = worst_first[(len(worst_first) - 1) // 2] if worst_first else check
-        missed = sum(1 for c in own if c.passed is False)
-        tally = (f"FAIL, confirmed {missed} of {len(own)}" if median.passed is False
-                 else f"passed on re-measure, {missed} of {len(own)} missed" if missed else "")
+        median = (_worst_first_median(own, lambda c: c.measured or 0.0, lower_is_worse=check.comparison != "<=")
+                  if own else check)
+        tally = _tally(sum(1 for c in own if c.passed is False), len(own), median.passed)
         decided.append(replace(median, note=_joined(tally, median.note)) if tally else median)
     return decided

@@ -120,9 +120,10 @@ class Held:
         cases, or end it. Seconds its limit grows by (what the new cases may take)."""
         if self.ended or self.follow_on is None or case_end(self.run_dirs[-1]) is None:
             return 0.0
-        if any(case_end(run_dir) is None or not (run_dir / RECORD_FILE).exists() for run_dir in self.run_dirs):
+        ends = [case_end(run_dir) if (run_dir / RECORD_FILE).exists() else None for run_dir in self.run_dirs]
+        if None in ends:
             return 0.0  # the last case ended before an earlier one: a failure the launch's end will explain
-        records = [self.finalized(index, case_end(run_dir)) for index, run_dir in enumerate(self.run_dirs)]
+        records = [self.finalized(index, ended) for index, ended in enumerate(ends)]
         try:
             more = self.follow_on(records)
         except Exception as err:  # the launch must still end: the session re-measures the old way

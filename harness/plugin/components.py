@@ -21,6 +21,7 @@ from harness.jobs.job import CPU_RANK_ID, gpu_id, pair_id
 from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
 from harness.plugin.context import SessionContext
+from harness.plugin.progress import announce
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
 from harness.results.job import Failure
@@ -107,10 +108,7 @@ class ComponentRuns:
     """Where a re-measure is announced (plugin/progress.py: past pytest's capture); None: printed."""
 
     def tell(self, text: str) -> None:
-        if self.say is not None:
-            self.say(text)
-        else:
-            print(f"\nharness: {text}", flush=True)
+        announce(self.say, text)
 
     def measured(self) -> ComponentsRun:
         if self.run is None:

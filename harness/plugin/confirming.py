@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from harness.cases import CaseId
 from harness.checks import confirm
-from harness.plugin.launching import CaseLauncher, Runs, launch_order
+from harness.plugin.launching import CaseLauncher, Runs
+from harness.plugin.progress import announce
 from harness.records import RunRecord
 from harness.results.check import Check
 
@@ -48,17 +49,13 @@ class Confirmations:
     long confirmation is seen while it runs); None: printed."""
 
     def tell(self, text: str) -> None:
-        if self.say is not None:
-            self.say(text)
-        else:
-            print(f"\nharness: {text}", flush=True)
+        announce(self.say, text)
 
     def remeasured(self, case: CaseId, attempt: int) -> tuple[RunRecord, RunRecord | None]:
         """Attempt ``attempt`` of ``case``: measured ahead with an earlier case's, or now, with every other
         planned case that will need this attempt too."""
         if (case, attempt) not in self.measured:
-            batch = [case] + [other for other in dict.fromkeys(self.cases.planned)
-                              if other != case and other not in self.judged and self.will_need(other, attempt)]
+            batch = [case] + [other for other in self.waiting(attempt) if other != case]
             self.tell(f"re-measuring {len(batch)} case{'s' if len(batch) > 1 else ''} in doubt together, each with "
                       f"its reference (attempt {attempt} of {confirm.MAX_REMEASURES}): "
                       + ", ".join(c.test_param for c in batch))
@@ -73,19 +70,24 @@ class Confirmations:
         will (the launch ends). ``done``: the launch's every record so far, by label."""
         self.took(done)
         for attempt in range(1, confirm.MAX_REMEASURES + 1):
-            batch = [case for case in dict.fromkeys(self.cases.planned)
-                     if case not in self.judged and (case, attempt) not in self.handed
-                     and self.cases.spec_for(case).nodes == 1 and self.will_need(case, attempt)]
+            batch = self.waiting(attempt)
             if not batch:
                 continue
             self.tell(f"re-measuring {len(batch)} case{'s' if len(batch) > 1 else ''} in doubt in the session's "
                       f"launch, warm, each with its reference (attempt {attempt} of {confirm.MAX_REMEASURES}): "
                       + ", ".join(c.test_param for c in batch))
-            planned = {case: self.cases.remeasure_runs(case, attempt) for case in batch}
-            for case, runs in planned.items():
-                self.handed[(case, attempt)] = runs[-1][0], runs[0][0] if len(runs) == 2 else None
-            return launch_order([run for runs in planned.values() for run in runs])
+            labels, runs = self.cases.remeasure_plan(batch, attempt)
+            self.handed.update({(case, attempt): pair for case, pair in labels.items()})
+            return runs
         return []
+
+    def waiting(self, attempt: int) -> list[CaseId]:
+        """The planned cases, in test order, that no test has judged yet, that hold no measure of ``attempt`` (none
+        measured ahead, none handed to a holding launch) and whose tests will ask for it (``will_need``: a
+        multi-node case never, its records are not peeked)."""
+        return [case for case in dict.fromkeys(self.cases.planned)
+                if case not in self.judged and (case, attempt) not in self.measured
+                and (case, attempt) not in self.handed and self.will_need(case, attempt)]
 
     def took(self, done: dict[str, RunRecord]) -> None:
         """The pairs of every handed (case, attempt) whose runs are in ``done``, waiting for the case's test."""

@@ -167,12 +167,19 @@ class CaseLauncher:
         measured = {case: self.remeasure(case, attempt) for case in cases if case not in together}
         if not together:
             return measured
-        planned = {case: self.remeasure_runs(case, attempt) for case in together}
-        ordered = launch_order([run for runs in planned.values() for run in runs])
-        records = self.run_launch(ordered)
-        for case, runs in planned.items():
-            measured[case] = records[runs[-1][0]], records[runs[0][0]] if len(runs) == 2 else None
+        labels, runs = self.remeasure_plan(together, attempt)
+        records = self.run_launch(runs)
+        for case, (label, reference) in labels.items():
+            measured[case] = records[label], records[reference] if reference is not None else None
         return measured
+
+    def remeasure_plan(self, cases: list[CaseId], attempt: int) -> tuple[dict[CaseId, tuple[str, str | None]], Runs]:
+        """Attempt ``attempt`` of single-node ``cases`` as one launch's runs: (case -> the labels of its run and of
+        its reference's, None for a 1-GPU weak case; the runs, each case right after its reference, in launch
+        order as the session first measured them)."""
+        planned = {case: self.remeasure_runs(case, attempt) for case in cases}
+        labels = {case: (runs[-1][0], runs[0][0] if len(runs) == 2 else None) for case, runs in planned.items()}
+        return labels, launch_order([run for runs in planned.values() for run in runs])
 
     def peek(self, case: CaseId) -> tuple[RunRecord, RunRecord | None] | None:
         """The first record of a single-node ``case`` whose test has not taken it yet, and its reference,

@@ -15,6 +15,7 @@ state line each minute (plugin/soak.py) follows the verdict lines' rule.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -106,6 +107,15 @@ class SessionProgress:
             self.say(f"next {left[0].rpartition('::')[2]}; {len(left)} test{'s' if len(left) != 1 else ''} left, "
                      f"about {duration_text(per_test_s * len(left))} ({duration_text(per_test_s)} per test so far)",
                      min_verbosity=0)
+
+
+def announce(say: Callable[[str], None] | None, text: str) -> None:
+    """``text`` through ``say`` (``SessionProgress.say``: past pytest's capture, so a long re-measure is seen while
+    it runs), or printed where nothing was wired (a runner made outside a session)."""
+    if say is not None:
+        say(text)
+    else:
+        print(f"\nharness: {text}", flush=True)
 
 
 def write_own_line(reporter: pytest.TerminalReporter, line: str) -> None:
