@@ -160,6 +160,38 @@ def test_an_interrupted_case_is_interrupted_everywhere_and_the_session_incomplet
     assert re.search(r"INTERRUPTED</\w+>.{0,400}the session stopped while this test ran", cell, re.S), cell[:3000]
 
 
+def test_a_case_measured_before_the_stop_says_so_not_never_started(session, pytester):
+    """2026-11-28, a 4 x H100 host: the stop came while the session's launch re-measured 5 cases in doubt, after
+    all 24 planned cases were measured; each was listed "never started". A case whose record the cut launch left
+    in logs/ is "measured, not judged", naming that record; the session stays INCOMPLETE."""
+    def measured_then_interrupted(call):
+        if call == 2:
+            run_dir = next(p for p in (pytester.path / "reports").iterdir() if (p / "logs").is_dir())
+            (run_dir / "logs" / "tiny_bert-bf16-weak-2gpu").mkdir(parents=True, exist_ok=True)
+            (run_dir / "logs" / "tiny_bert-bf16-weak-2gpu" / "record.json").write_text("{}")
+            raise KeyboardInterrupt
+        return 100.0
+
+    result, run_dir = session("--harness-launch", "per-case", launcher=FakeLauncher(per_gpu=measured_then_interrupted))
+    verdict = verdict_everywhere(result, run_dir)
+    assert verdict["verdict"] == "INCOMPLETE"
+    reasons = {entry["name"]: entry["reason"] for entry in verdict["not_run"]}
+    assert reasons["test_weak_scaling[tiny_bert-bf16-2gpu]"] == (
+        "measured, not judged: the session stopped while its launch still ran; its record: "
+        "logs/tiny_bert-bf16-weak-2gpu/record.json")
+
+
+def test_an_interrupted_case_without_a_record_keeps_its_reason(session):
+    def interrupt_second(call):
+        if call == 2:
+            raise KeyboardInterrupt
+        return 100.0
+
+    result, run_dir = session("--harness-launch", "per-case", launcher=FakeLauncher(per_gpu=interrupt_second))
+    reasons = {entry["name"]: entry["reason"] for entry in verdict_everywhere(result, run_dir)["not_run"]}
+    assert reasons["test_weak_scaling[tiny_bert-bf16-2gpu]"] == "interrupted: the session stopped while it ran"
+
+
 def test_a_launch_stopped_by_the_interrupt_is_named_in_the_time_line_not_counted_as_a_gap(session):
     """What run_job keeps of a launch an interrupt stopped (harness/launch/supervise.py) reaches session.json's
     timeline and the terminal's time line under the launch's name."""

@@ -161,7 +161,22 @@ class SessionOutcomes:
                 return str(report.longrepr[2]).removeprefix("Skipped: ")
             if report.failed:
                 return (report.longreprtext.strip().splitlines() or [""])[-1][:300]
-        return ""
+        return self._measured_not_judged(nodeid) if outcome in ("interrupted", "not run") else ""
+
+    def _measured_not_judged(self, nodeid: str) -> str:
+        """A case of a launch the session's stop cut while it still ran (holding, or re-measuring cases in
+        doubt) may have been measured already: "never started" would then send an operator after the wrong
+        problem (2026-11-28, a 4 x H100 host: 24 cases measured, 5 being re-measured, all 28 said "never
+        started"). Its record is kept in logs/; it is not judged, since its re-measures did not end."""
+        case = self.case_of(nodeid)
+        if case is None:
+            return ""
+        record = self.harness_session.ctx.log_dir(case.key) / "record.json"
+        if not record.is_file():
+            return ""
+        where = record.relative_to(self.harness_session.ctx.run_dir) if record.is_relative_to(
+            self.harness_session.ctx.run_dir) else record
+        return f"measured, not judged: the session stopped while its launch still ran; its record: {where}"
 
 
 def not_recorded(verdict: SessionVerdict, problems: list[str]) -> SessionVerdict:
