@@ -249,6 +249,23 @@ def test_a_step_time_cv_that_misses_is_confirmed_however_far_but_a_clear_rate_mi
     assert confirm.doubted_key(far_rate_miss.checks, record, None) is None
 
 
+def test_a_straggler_ratio_that_misses_is_confirmed_however_far_and_one_that_passes_is_not_doubted():
+    """A straggler ratio is the slowest over the fastest rank of a 5-step probe: no CI, one rank's hiccup is the
+    figure. Healthy 4 x H100 hosts outside the fit read 1.054 against 1.026 and 1.064 against 1.045 (bert_large,
+    every other figure passing); a GPU that is really slow stays slow in the re-measures, so a miss is confirmed."""
+    from harness.results.check import Check
+
+    record = full_record(throughput_ci95_rel=0.004)
+
+    def straggler(ratio: float) -> list[Check]:
+        return [Check(key="straggler_ratio", name="straggler_ratio", kind="health", measured=ratio, bound=1.045,
+                      unit="", comparison="<=", passed=ratio <= 1.045)]
+
+    assert confirm.doubted_key(straggler(1.064), record, None) == "straggler_ratio"
+    assert confirm.uncertain_checks(straggler(1.01), record, None) == []
+    assert confirm.uncertain_checks(straggler(1.044), record, None) == []  # a pass near its bound: not a rate
+
+
 def test_two_step_time_cv_misses_agree_and_a_cv_miss_then_a_pass_needs_a_third():
     record = full_record(throughput_ci95_rel=0.004)
     missed, passed = (confirm.Attempt(record=record, baseline=None, checks=attempt_of(cv, 0.99).checks)

@@ -306,13 +306,21 @@ def test_all_reduce_bounds_are_fitted_into_an_interconnect_table_the_profile_did
 
 
 HOST_D = REPO / "docs" / "data" / "2026-11-27-h100x4-host-d" / "sessions"
+HOST_E = REPO / "docs" / "data" / "2026-11-27-h100x4-host-e" / "sessions"
+HOST_F = REPO / "docs" / "data" / "2026-11-27-h100x4-host-f" / "sessions"
+HOST_H = REPO / "docs" / "data" / "2026-11-27-h100x4-host-h" / "sessions"
 HEALTHY = (DATA / "sessions" / "20261127-062238-vm-h100-80gb-881",
            DATA / "sessions" / "20261127-062638-vm-h100-80gb-1344",
            REPO / "docs" / "data" / "2026-11-27-h100x4-verify" / "default",
            HOST_D / "20261127-123417-vm-h100-80gb-2181",
-           HOST_D / "20261127-123834-vm-h100-80gb-2581")
-"""Host B's two sessions, host C's and host D's two: the shipped h100-80gb training bounds
-(docs/data/2026-11-27-h100x4-host-d)."""
+           HOST_D / "20261127-123834-vm-h100-80gb-2581",
+           HOST_E / "20261127-124457-vm-h100-80gb-900",
+           HOST_F / "20261127-151521-vm-h100-80gb-916",
+           HOST_F / "20261127-151855-vm-h100-80gb-1317",
+           HOST_H / "20261127-202939-vm-h100-80gb-1059")
+"""Host B's two sessions, host C's, host D's two, host E's, host F's two and host H's (first attempts of a session
+cut while re-measuring): every healthy 4 x H100 host measured up to 2026-11-27 20:30, the shipped h100-80gb bounds
+(docs/data/2026-11-28-h100x4-refit)."""
 HOST_A = (DATA / "sessions" / "20261127-060938-vm-h100-80gb-884",
           DATA / "sessions" / "20261127-061431-vm-h100-80gb-1369")
 """Host A's, whose GPU 0 was in sw thermal slowdown."""
@@ -373,22 +381,19 @@ def test_the_unhealthy_host_is_refused_and_fails_the_healthy_hosts_bounds(tmp_pa
     assert len(missed) == 5, sorted(missed)
 
 
-HOST_E = REPO / "docs" / "data" / "2026-11-27-h100x4-host-e" / "sessions"
-HOST_F = REPO / "docs" / "data" / "2026-11-27-h100x4-host-f" / "sessions"
-NOT_IN_THE_TRAINING_FIT = (HOST_E / "20261127-124457-vm-h100-80gb-900",
-                           HOST_F / "20261127-151521-vm-h100-80gb-916",
-                           HOST_F / "20261127-151855-vm-h100-80gb-1317")
-"""Host E's default session and host F's two calibration sessions: none of these hosts gave a training bound."""
-ALLREDUCE_FIT = (HOST_D / "20261127-123417-vm-h100-80gb-2181", HOST_D / "20261127-123834-vm-h100-80gb-2581",
-                 *NOT_IN_THE_TRAINING_FIT)
-"""The sessions thresholds/h100-80gb.toml's [interconnect] was fitted from (hosts D, E, F)."""
+HOST_J = REPO / "docs" / "data" / "2026-11-27-h100x4-host-j" / "sessions"
+HOST_K = REPO / "docs" / "data" / "2026-11-27-h100x4-host-k" / "sessions"
+HOST_L = REPO / "docs" / "data" / "2026-11-28-h100x4-host-l" / "sessions"
+NOT_IN_THE_FIT = (HOST_J / "20261127-232851-vm-h100-80gb-896", HOST_K / "20261127-235506-vm-h100-80gb-1133")
+"""Host J's first default session and host K's (cut while re-measuring: its first attempts, in the cut launch's case
+directories): hosts measured after the fit's, none of which gave a bound, whose first attempts meet every one."""
 X2 = REPO / "docs" / "data" / "2026-11-27-h100x2" / "sessions"
 
 
-@pytest.mark.parametrize("run_dir", NOT_IN_THE_TRAINING_FIT, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
-def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(run_dir):
-    """Hosts E and F (docs/data/2026-11-27-h100x4-host-e, -host-f): each figure their sessions measured, as the fit
-    reads it, meets the shipped h100-80gb bound of its table, key and GPU count, and every fitted bound was met."""
+def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound():
+    """Host J's first session (docs/data/2026-11-27-h100x4-host-j): each figure it measured, as the fit reads it,
+    meets the shipped h100-80gb bound of its table, key and GPU count, and every fitted bound was met."""
+    run_dir = NOT_IN_THE_FIT[0]
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
     judged = set()
     for figure in read_session(run_dir).figures:
@@ -399,50 +404,53 @@ def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(run_dir)
         higher_is_worse = figure.key.startswith("max_")
         limit = reference.limit(lower_is_worse=not higher_is_worse)
         assert figure.value <= limit if higher_is_worse else figure.value >= limit, (figure, reference)
-    assert len(judged) == 98 + 2  # and the all-reduce at 2 and 4 GPUs
+    assert len(judged) == 98 + 1  # and the all-reduce at 4 GPUs, the one a node of 4 runs
 
 
-@pytest.mark.parametrize("run_dir", NOT_IN_THE_TRAINING_FIT, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
-def test_records_of_hosts_outside_the_fit_rejudged_by_todays_checks_pass_every_shipped_bound(run_dir):
-    """The checks as they stand (telemetry read through its type, efficiencies tied to the node size they were
-    fitted on), run over hosts E's and F's recorded 4 x H100 windows against the shipped profile: every training
-    case passes, each efficiency is judged (its reference ran on the 4 GPUs the bounds were fitted with), and the
-    GPU telemetry checks read the real records' samples (judged, not "not evaluated")."""
+def _first_attempts_judged(run_dir: Path) -> tuple[int, int, list[tuple[str, str, float]]]:
+    """(cases, efficiencies judged, misses) of a session's first attempts -- the records it wrote and those a cut
+    launch left in its case directories -- judged by today's checks against the shipped h100-80gb profile; each
+    miss (case, check, measured)."""
     from harness.checks.verdict import weak_scaling_checks
     from harness.run_directory import read_run_directory, run_record
+    from harness.tools.calibrate.sessions import first_attempts, reference_of, references_of
 
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
-    records = [run_record(r.data) for r in read_run_directory(run_dir).records]
-    references = {(r.model, r.precision): r for r in records if r.world_size == 1}
-    judged = 0
+    directory = read_run_directory(run_dir, launch_records=True)
+    records = first_attempts([run_record(found.data) for found in (*directory.records, *directory.launch_records)])
+    references = references_of(records)
+    judged, missed = 0, []
     for record in records:
-        baseline = references[(record.model, record.precision)]
-        bounds = shipped.bounds(record.model, record.precision)
-        checks = {c.key: c for c in weak_scaling_checks(record, baseline, bounds, telemetry_note="n/a")}
-        assert not [c for c in checks.values() if c.passed is False], (record.run_id, checks)
+        checks = {c.key: c for c in weak_scaling_checks(record, reference_of(record, references),
+                                                        shipped.bounds(record.model, record.precision),
+                                                        telemetry_note="n/a")}
         assert checks["throttling"].passed is True and checks["foreign_processes"].passed is True, record.run_id
-        if record.world_size > 1:
-            assert checks["weak_efficiency"].passed is True, checks["weak_efficiency"]
-            judged += 1
-    assert len(records) == 24 and judged == 16
+        missed += [(f"{record.model}-{record.precision}-{record.world_size}gpu", c.key, round(c.measured, 4))
+                   for c in checks.values() if c.passed is False]
+        judged += record.world_size > 1 and checks["weak_efficiency"].passed is not None
+    return len(records), judged, missed
 
 
-@pytest.mark.parametrize(("profile_name", "sessions", "keys"), [
-    ("h100-80gb", ALLREDUCE_FIT, {"min_allreduce_busbw_gbps"}),
-    ("h100-80gb-x2", tuple(sorted(X2.iterdir())), None),
-], ids=["h100-80gb-interconnect", "h100-80gb-x2"])
-def test_shipped_fitted_bounds_come_out_of_the_sessions_they_name(profile_name, sessions, keys):
-    """A shipped fit is reproducible from docs/data: h100-80gb's all-reduce bounds from hosts D, E and F, and every
-    bound of h100-80gb-x2 (nodes of 2 GPUs) from its 6 sessions on 4 hosts."""
-    hosts = 3 if keys else 4
-    shipped = load_profile(REPO / "thresholds" / f"{profile_name}.toml")
-    fitted = [f for f in fit([read_session(folder) for folder in sessions]) if keys is None or f.key in keys]
+@pytest.mark.parametrize("run_dir", NOT_IN_THE_FIT, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
+def test_records_of_hosts_outside_the_fit_rejudged_by_todays_checks_pass_every_shipped_bound(run_dir):
+    """The checks as they stand (telemetry read through its type, efficiencies tied to the node size they were
+    fitted on), run over hosts J's and K's recorded 4 x H100 first attempts against the shipped profile: every
+    training case passes, each efficiency is judged (its reference ran on the 4 GPUs the bounds were fitted with),
+    and the GPU telemetry checks read the real records' samples (judged, not "not evaluated")."""
+    assert _first_attempts_judged(run_dir) == (24, 16, [])
+
+
+def test_shipped_fitted_bounds_come_out_of_the_sessions_they_name():
+    """A shipped fit is reproducible from docs/data: every bound of h100-80gb-x2 (nodes of 2 GPUs) from its 6
+    sessions on 4 hosts (h100-80gb's: the test above)."""
+    shipped = load_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
+    fitted = fit([read_session(folder) for folder in sorted(X2.iterdir())])
     for bound in fitted:
         reference = shipped_reference(shipped, bound)
         assert reference is not None, bound
         assert (reference.ref, reference.tol, reference.hosts) == (
-            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), hosts), bound
-    assert len(fitted) == (2 if keys else 59)
+            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), 4), bound
+    assert len(fitted) == 59
 
 
 def test_a_node_of_2_gpus_is_judged_by_its_own_shape_where_the_4_gpu_fit_judged_nothing():
@@ -503,9 +511,6 @@ def test_a_strong_scaling_baseline_judged_against_itself_is_no_figure_of_the_str
         assert shipped_reference(shipped, fitted).ref == pytest.approx(fitted.ref, rel=1e-5)
 
 
-HOST_J = REPO / "docs" / "data" / "2026-11-27-h100x4-host-j" / "sessions"
-
-
 def _misses(run_dir: Path) -> list[tuple[str, str, int, float]]:
     """(table, key, GPU count, figure) of every figure of a session, as the fit reads it, that misses its shipped
     h100-80gb bound."""
@@ -522,12 +527,17 @@ def _misses(run_dir: Path) -> list[tuple[str, str, int, float]]:
     return missed
 
 
-def test_host_j_outside_the_fit_meets_the_refitted_cv_bounds_and_its_second_session_names_gpu_1():
-    """Host J (docs/data/2026-11-27-h100x4-host-j), fitted on by nothing: its first session's figures meet every shipped
-    bound now that the step-time CV is pooled in its own units (its vit_b_16 bf16 2-GPU CV 0.0265 missed 0.0116
-    before); its second session misses only the two straggler ratios whose slowest GPU was GPU 1, the GPU whose
-    host link also dipped in that session. Both sides, as recorded."""
-    assert _misses(HOST_J / "20261127-232851-vm-h100-80gb-896") == []
+def test_hosts_outside_the_fit_miss_only_figures_a_session_confirms_before_it_fails():
+    """Hosts J and L (docs/data/2026-11-27-h100x4-host-j, docs/data/2026-11-28-h100x4-host-l), fitted on by nothing.
+    Their first attempts miss only tail figures and a figure within its noise, each of which a session re-measures
+    before it fails (harness/checks/confirm.py): J's second session the straggler ratio of bert_large bf16 at 4 GPUs
+    whose slowest GPU was GPU 1 (the GPU whose host link also dipped in that session); L's first session one
+    straggler ratio; L's second the GPU uniformity of resnet152 fp16 (0.955 against 0.9589, a 0.4 % miss), which
+    its session re-measured and PASSed. Both sides, as recorded."""
     assert _misses(HOST_J / "20261127-233335-vm-h100-80gb-1317") == [
-        ("models.bert_large.bf16", "max_straggler_ratio", 4, 1.0639),
-        ("models.bert_large.fp16", "max_straggler_ratio", 4, 1.0312)]
+        ("models.bert_large.bf16", "max_straggler_ratio", 4, 1.0639)]
+    assert _first_attempts_judged(HOST_L / "20261128-014228-vm-h100-80gb-906") == (24, 16, [
+        ("bert_large-fp16-4gpu", "straggler_ratio", 1.0538), ("resnet50-fp16-2gpu", "step_time_cv", 0.1504)])
+    # (read from the cut launch's case directories)
+    assert _first_attempts_judged(HOST_L / "20261128-014705-vm-h100-80gb-1319") == (24, 16, [
+        ("resnet152-fp16-1gpu", "gpu_uniformity", 0.955)])
