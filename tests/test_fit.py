@@ -292,17 +292,20 @@ def test_all_reduce_bounds_are_fitted_into_an_interconnect_table_the_profile_did
     assert cli_fit(ns) == 0
     loaded = load_profile(profile)
     reference = loaded.interconnect.references["min_allreduce_busbw_gbps"][2]
-    # host medians 345.5 / 350 / 348 -> ref 348; worst 345 is 0.86 % short: the 5 % floor of a rate
-    assert (reference.ref, reference.tol, reference.hosts, reference.runs) == (348.0, 0.05, 3, 4)
-    assert loaded.interconnect.min_allreduce_busbw_gbps[2] == pytest.approx(348.0 * 0.95)
+    # host medians 345.5 / 350 / 348 -> ref 348; worst 345 is 0.86 % short, the hosts' spread 1.29 %: tol twice that,
+    # over the all-reduce's 2 % floor
+    assert (reference.ref, reference.tol, reference.hosts, reference.runs) == (348.0, 0.02586, 3, 4)
+    assert loaded.interconnect.min_allreduce_busbw_gbps[2] == pytest.approx(348.0 * (1 - 0.02586))
     assert "docs/data/toy" in loaded.interconnect.source and loaded.definitions["allreduce"] == current_id("allreduce")
 
     from harness.checks.interconnect import _busbw_check
     from harness.launch.allreduce import AllReduceRun
-    run = AllReduceRun(gpus=2, run_id="r", status="ok", rows=[{"size_bytes": 8 << 30, "busbw_gbps": 337.56,
-                                                                "correct": True}])
-    check = _busbw_check(run, loaded.interconnect)
-    assert check.passed and check.note == "3.0% under this kind's reference 348 (3 hosts, 4 runs)"
+    def judged(busbw: float):
+        return _busbw_check(AllReduceRun(gpus=2, run_id="r", status="ok", rows=[
+            {"size_bytes": 8 << 30, "busbw_gbps": busbw, "correct": True}]), loaded.interconnect)
+
+    assert judged(340.0).passed and judged(340.0).note == "2.3% under this kind's reference 348 (3 hosts, 4 runs)"
+    assert judged(337.56).passed is False
 
 
 HOST_D = REPO / "docs" / "data" / "2026-11-27-h100x4-host-d" / "sessions"
@@ -384,16 +387,21 @@ def test_the_unhealthy_host_is_refused_and_fails_the_healthy_hosts_bounds(tmp_pa
 HOST_J = REPO / "docs" / "data" / "2026-11-27-h100x4-host-j" / "sessions"
 HOST_K = REPO / "docs" / "data" / "2026-11-27-h100x4-host-k" / "sessions"
 HOST_L = REPO / "docs" / "data" / "2026-11-28-h100x4-host-l" / "sessions"
-NOT_IN_THE_FIT = (HOST_J / "20261127-232851-vm-h100-80gb-896", HOST_K / "20261127-235506-vm-h100-80gb-1133")
-"""Host J's first default session and host K's (cut while re-measuring: its first attempts, in the cut launch's case
-directories): hosts measured after the fit's, none of which gave a bound, whose first attempts meet every one."""
+HOST_M = REPO / "docs" / "data" / "2026-11-28-h100x4-host-m" / "sessions"
+WRITTEN = (HOST_J / "20261127-232851-vm-h100-80gb-896", HOST_M / "20261128-015501-vm-h100-80gb-909",
+           HOST_M / "20261128-015851-vm-h100-80gb-1300")
+"""Host J's first default session and host M's two (both PASSed, 2026-11-28): sessions that wrote their records."""
+NOT_IN_THE_FIT = (*WRITTEN, HOST_K / "20261127-235506-vm-h100-80gb-1133")
+"""Those, and host K's (cut while re-measuring: its first attempts, in the cut launch's case directories): hosts
+measured after the fit's, none of which gave a bound, whose first attempts meet every one."""
 X2 = REPO / "docs" / "data" / "2026-11-27-h100x2" / "sessions"
 
 
-def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound():
-    """Host J's first session (docs/data/2026-11-27-h100x4-host-j): each figure it measured, as the fit reads it,
-    meets the shipped h100-80gb bound of its table, key and GPU count, and every fitted bound was met."""
-    run_dir = NOT_IN_THE_FIT[0]
+@pytest.mark.parametrize("run_dir", WRITTEN, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
+def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(run_dir):
+    """Hosts J and M (docs/data/2026-11-27-h100x4-host-j, docs/data/2026-11-28-h100x4-host-m): each figure their
+    sessions measured, as the fit reads it, meets the shipped h100-80gb bound of its table, key and GPU count, and
+    every fitted bound was met."""
     shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
     judged = set()
     for figure in read_session(run_dir).figures:
@@ -434,7 +442,7 @@ def _first_attempts_judged(run_dir: Path) -> tuple[int, int, list[tuple[str, str
 @pytest.mark.parametrize("run_dir", NOT_IN_THE_FIT, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
 def test_records_of_hosts_outside_the_fit_rejudged_by_todays_checks_pass_every_shipped_bound(run_dir):
     """The checks as they stand (telemetry read through its type, efficiencies tied to the node size they were
-    fitted on), run over hosts J's and K's recorded 4 x H100 first attempts against the shipped profile: every
+    fitted on), run over hosts J's, K's and M's recorded 4 x H100 first attempts against the shipped profile: every
     training case passes, each efficiency is judged (its reference ran on the 4 GPUs the bounds were fitted with),
     and the GPU telemetry checks read the real records' samples (judged, not "not evaluated")."""
     assert _first_attempts_judged(run_dir) == (24, 16, [])

@@ -40,8 +40,11 @@ FACTOR = 2.0
 FLOORS = {"min_samples_per_sec_per_gpu": 0.05, "min_weak_efficiency": 0.01, "min_strong_efficiency": 0.02,
           "min_gpu_utilization_pct": 0.02, "min_power_fraction_of_limit": 0.05, "max_step_time_cv": 0.5,
           "max_straggler_ratio": 0.01, "min_gpu_uniformity": 0.01, "min_h2d_concurrent_gbps": 0.05,
-          "min_d2h_concurrent_gbps": 0.05, "min_allreduce_busbw_gbps": 0.05}
-"""The least tolerance of each bound, a fraction of its reference."""
+          "min_d2h_concurrent_gbps": 0.05, "min_allreduce_busbw_gbps": 0.02}
+"""The least tolerance of each bound, a fraction of its reference. The all-reduce's is the tightest: it is the bound
+that catches a communication-only fault once the efficiencies are fitted as wide as healthy hosts scatter (issue 27),
+and its figure is steady: 363.5-366.1 GB/s at 4 GPUs over ten 4 x H100 hosts, host spread 0.14 % in the fit
+(docs/data/2026-11-28-h100x4-refit), so 2 % is still over twice its widest healthy range."""
 POOLED = frozenset({"max_step_time_cv", "max_straggler_ratio"})
 """Tail figures whose wander is pooled over the cases of one GPU count: vit_b_16 fp16 at 2 GPUs wandered 9 % over 3
 hosts and 5 sessions (tol 0.5, the floor), then a fourth host showed +58 % (0.0061 against 0.0039, a healthy 0.6 %),
