@@ -288,7 +288,7 @@ def test_all_reduce_bounds_are_fitted_into_an_interconnect_table_the_profile_did
     assert load_profile(profile).interconnect is None
     ns = argparse.Namespace(sessions=[str(d) for d in [*three_hosts, old]], profile=str(profile), output=None,
                             report=None, min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="",
-                            source="docs/data/toy")
+                            source="docs/data/toy", drop_unfitted=True)  # toy nodes of 2 into a profile of nodes of 4
     assert cli_fit(ns) == 0
     loaded = load_profile(profile)
     reference = loaded.interconnect.references["min_allreduce_busbw_gbps"][2]
@@ -504,6 +504,40 @@ def test_apply_inserts_a_missing_key_before_source():
     assert out.splitlines()[2].startswith("max_step_time_cv = { 2 = { ref = 0.01, tol = 1, hosts = 3")
     assert out.splitlines()[3] == 'source = "x"'
     assert f'training = "{current_id("training")}"' in out
+
+
+def test_a_fit_of_one_node_shape_refuses_to_drop_another_shapes_bounds_unless_asked(tmp_path, capsys):
+    """A key's line is written whole: fitting 1-GPU nodes into h100-80gb (its 4-GPU node's 1-GPU rate is keyed 4)
+    would have dropped every { 4 = ... } the 4 x H100 hosts gave, silently. Where those are of today's definition
+    it is refused, naming what; with --drop-unfitted they go; a fit that covers every count the line holds is
+    written as before (and bounds of an older definition, judged nowhere, go as they did: the toy fits above)."""
+    from harness.tools.calibrate.fit import Fitted
+
+    text = ('[models.resnet50.bf16]\nbatch_size_per_gpu = 256\n'
+            'min_samples_per_sec_per_gpu = { 4 = { ref = 3982.75, tol = 0.05, hosts = 6, runs = 9, spread = 0.006 } }\n'
+            f'source = "x"\n[definitions]\ntraining = "{current_id("training")}"\n')
+    one_gpu = [Fitted(table="models.resnet50.bf16", key="min_samples_per_sec_per_gpu", gpus=1, ref=4100.0, tol=0.05,
+                      hosts=3, runs=3, spread=0.01, worst=4050.0, held_out_failures=(), false_fail_rate=None)]
+    with pytest.raises(CalibrationError, match=r"\[models.resnet50.bf16\] min_samples_per_sec_per_gpu has bounds for "
+                                               r"4 GPUs that these sessions did not measure.*--drop-unfitted"):
+        apply(text, one_gpu, "")
+    assert "{ 1 = { ref = 4100" in apply(text, one_gpu, "", drop_unfitted=True)
+    assert "4 = " not in apply(text, one_gpu, "", drop_unfitted=True).splitlines()[2]
+    both = [*one_gpu, Fitted(table="models.resnet50.bf16", key="min_samples_per_sec_per_gpu", gpus=4, ref=3990.0,
+                             tol=0.05, hosts=3, runs=3, spread=0.01, worst=3950.0, held_out_failures=(),
+                             false_fail_rate=None)]
+    assert apply(text, both, "").splitlines()[2].startswith("min_samples_per_sec_per_gpu = { 1 = { ref = 4100")
+
+    profile = tmp_path / "h100-80gb.toml"
+    profile.write_text((REPO / "thresholds" / "h100-80gb.toml").read_text())
+    before = profile.read_text()
+    ns = argparse.Namespace(sessions=[str(d) for d in sorted(X2.iterdir())], profile=str(profile), output=None,
+                            report=None, min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="",
+                            source="")
+    assert cli_fit(ns) == EXIT_USAGE_ERROR  # nodes of 2 GPUs into the profile of nodes of 4
+    assert "[components] min_d2h_concurrent_gbps has bounds for 4 GPUs that these sessions did not measure" in \
+        capsys.readouterr().err  # the first key the fit reaches
+    assert profile.read_text() == before
 
 
 def test_a_strong_scaling_baseline_judged_against_itself_is_no_figure_of_the_strong_efficiency():

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -245,12 +246,38 @@ def _hosts(count: int) -> str:
     return f"{count} host{'' if count == 1 else 's'}"
 
 
-def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
+def _other_counts(line: str, fitted_counts: set[int]) -> list[str]:
+    """The GPU counts a key's line bounds that this fit does not (``min_x = { 1 = ..., 4 = ... }``): a fit writes the
+    whole line, so those would be dropped. A line that is no table by GPU count has none."""
+    try:
+        value = tomllib.loads(line).popitem()[1] if "=" in line else None
+    except (tomllib.TOMLDecodeError, KeyError):
+        return []
+    if not isinstance(value, dict):
+        return []
+    return sorted((count for count in value if count.isdigit() and int(count) not in fitted_counts), key=int)
+
+
+def _family(table: str) -> str:
+    """The definition family (harness/definitions.py) of the bounds of ``table``."""
+    return {"components": "components", "interconnect": "allreduce"}.get(table, "training")
+
+
+def apply(text: str, fitted: list[Fitted], note: str, source: str = "", *, drop_unfitted: bool = False) -> str:
     """``text`` (a profile) with every fitted bound written as a reference table in its section (an [interconnect]
     the profile lacks is added), the ``source`` of each case and interconnect table a bound was written into set
     to ``source`` (when given), ``[definitions]`` of each family fitted (training, else components; allreduce)
     set to this harness's definition, and ``note`` as the profile's last comment (an earlier fit's note
-    removed)."""
+    removed).
+
+    A key's line is written whole, so a bound the profile holds for a GPU count (a node shape) this fit has no
+    sessions of would be lost: where it is of today's definition, CalibrationError names it, unless
+    ``drop_unfitted``. (Kept beside the new ones it would claim this fit's source, which it does not share; one of
+    an older definition is judged nowhere and goes, as the definition it would claim is today's.)"""
+    try:
+        recorded = tomllib.loads(text).get("definitions", {})
+    except tomllib.TOMLDecodeError:
+        recorded = {}
     lines = _without_note(text.splitlines())
     by_line: dict[tuple[str, str], list[Fitted]] = {}
     for f in fitted:
@@ -263,6 +290,14 @@ def apply(text: str, fitted: list[Fitted], note: str, source: str = "") -> str:
             span = _section_span(lines, table)
         if span is None:
             raise CalibrationError(f"the profile has no [{table}] table for the fitted {key}; add the case first")
+        found = _line_of(lines, span, key)
+        dropped = _other_counts(lines[found], {f.gpus for f in entries}) if found is not None else []
+        if dropped and not drop_unfitted and recorded.get(_family(table)) == current_id(_family(table)):
+            raise CalibrationError(
+                f"[{table}] {key} has bounds for {' and '.join(dropped)} GPU{'s' if dropped != ['1'] else ''} that "
+                "these sessions did not measure, and a fit writes the key whole: give the sessions of every node "
+                "shape the profile bounds in one fit, or pass --drop-unfitted to remove those bounds; nothing was "
+                "written")
         value = "{ " + ", ".join(f"{f.gpus} = {f.toml()}" for f in sorted(entries, key=lambda f: f.gpus)) + " }"
         _set_line(lines, span, key, f"{key} = {value}", before="source")
     # [components] also holds bounds measured otherwise (GEMM, memory): its source stays the author's.
@@ -336,6 +371,9 @@ def add_fit_parser(sub: Any) -> None:
                         f"(one of: {', '.join(sorted(set(CHECK_TO_BOUND.values())))})")
     p.add_argument("--assume-training-definition", metavar="ID",
                    help="the training definition of sessions written before sessions recorded theirs")
+    p.add_argument("--drop-unfitted", action="store_true",
+                   help="remove the bounds of GPU counts (node shapes) these sessions did not measure from every key "
+                        "fitted; without it such a fit is refused, naming them")
 
 
 def cli_fit(ns: Any) -> int:
@@ -366,7 +404,8 @@ def cli_fit(ns: Any) -> int:
                 + (f"; not fitted, as asked: {', '.join(sorted(left_out))}" if left_out else ""))
         text = apply(profile_path.read_text(), fitted, note,
                      f"fitted by harness calibrate-fit from {len(sessions)} sessions on {_hosts(hosts)} ({ns.source}); "
-                     "each bound { ref, tol, hosts, runs, spread }" if ns.source else "")
+                     "each bound { ref, tol, hosts, runs, spread }" if ns.source else "",
+                     drop_unfitted=bool(getattr(ns, "drop_unfitted", False)))
         output = Path(ns.output or ns.profile)
         validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
         write_text_atomic(output, text)
