@@ -10,6 +10,8 @@
 #   quick, quick2, quick3  the quick level on the whole node (issue 28 times three sessions)
 #   hidden-gpu3        the quick level with GPU 3 hidden (the missing GPU must be named)
 #   one-nccl-channel   the all-reduce tests with NCCL_MAX_NCHANNELS=1 (a partial interconnect degradation)
+#   nccl-channels      the all-reduce tests with NCCL_MAX_NCHANNELS=16, 8 and 4 (milder degradations: where does the
+#                      2 % all-reduce floor begin to fail?), one session each
 #   reference          a bare DDP loop on every GPU (benchmarks/reference_loop.py), beside the sessions' figures
 #   selftest           harness selftest --rows foreign_load,hidden_gpu (the headline must name the GPU)
 #   host-confirm       the host-link tests against a copy of the profiles whose GPU-to-host floor is 80 GB/s (a
@@ -54,6 +56,7 @@ for step in "$@"; do
         quick|quick2|quick3) session "$step" --harness-level quick ;;
         hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;
         one-nccl-channel) NCCL_MAX_NCHANNELS=1 session one-nccl-channel -k allreduce ;;
+        nccl-channels) for n in 16 8 4; do NCCL_MAX_NCHANNELS=$n session "nccl-channels-$n" -k allreduce; done ;;
         host-confirm)
             mkdir -p /tmp/th && cp thresholds/*.toml /tmp/th/ && sed -i 's/^min_d2h_gbps = .*/min_d2h_gbps = 80.0/' /tmp/th/*.toml
             session host-confirm -k host_link --harness-thresholds-dir /tmp/th ;;
