@@ -171,12 +171,12 @@ class SessionOutcomes:
         case = self.case_of(nodeid)
         if case is None:
             return ""
-        record = self.harness_session.ctx.log_dir(case.key) / "record.json"
+        ctx = self.harness_session.ctx
+        record = ctx.log_dir(case.key) / "record.json"  # log_dir is under run_dir
         if not record.is_file():
             return ""
-        where = record.relative_to(self.harness_session.ctx.run_dir) if record.is_relative_to(
-            self.harness_session.ctx.run_dir) else record
-        return f"measured, not judged: the session stopped while its launch still ran; its record: {where}"
+        return ("measured, not judged: the session stopped while its launch still ran; its record: "
+                f"{record.relative_to(ctx.run_dir)}")
 
 
 def not_recorded(verdict: SessionVerdict, problems: list[str]) -> SessionVerdict:
