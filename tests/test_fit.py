@@ -535,8 +535,8 @@ def test_a_fit_of_one_node_shape_refuses_to_drop_another_shapes_bounds_unless_as
                             report=None, min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="",
                             source="")
     assert cli_fit(ns) == EXIT_USAGE_ERROR  # nodes of 2 GPUs into the profile of nodes of 4
-    assert "[components] min_d2h_concurrent_gbps has bounds for 4 GPUs that these sessions did not measure" in \
-        capsys.readouterr().err  # the first key the fit reaches
+    assert f"{profile}: [components] min_d2h_concurrent_gbps has bounds for 4 GPUs that these sessions did not " \
+        "measure" in capsys.readouterr().err  # the first key the fit reaches
     assert profile.read_text() == before
 
 

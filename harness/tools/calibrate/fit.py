@@ -402,10 +402,13 @@ def cli_fit(ns: Any) -> int:
                                                                   if hosts < MIN_HOSTS else "")
                 + (f", every tolerance at least {ns.min_tol:g}" if ns.min_tol else "")
                 + (f"; not fitted, as asked: {', '.join(sorted(left_out))}" if left_out else ""))
-        text = apply(profile_path.read_text(), fitted, note,
-                     f"fitted by harness calibrate-fit from {len(sessions)} sessions on {_hosts(hosts)} ({ns.source}); "
-                     "each bound { ref, tol, hosts, runs, spread }" if ns.source else "",
-                     drop_unfitted=bool(getattr(ns, "drop_unfitted", False)))
+        try:
+            text = apply(profile_path.read_text(), fitted, note,
+                         f"fitted by harness calibrate-fit from {len(sessions)} sessions on {_hosts(hosts)} "
+                         f"({ns.source}); each bound {{ ref, tol, hosts, runs, spread }}" if ns.source else "",
+                         drop_unfitted=bool(getattr(ns, "drop_unfitted", False)))
+        except CalibrationError as exc:  # apply names the table and key; the file is the profile's
+            raise CalibrationError(f"{profile_path}: {exc}") from None
         output = Path(ns.output or ns.profile)
         validate_profile_text(text, output.stem)  # before anything is replaced: a bad fit loses nothing
         write_text_atomic(output, text)
