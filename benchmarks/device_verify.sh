@@ -7,6 +7,8 @@
 # Steps, in the order given (default: default hidden-gpu3 quick one-nccl-channel reference):
 #   default            the default session against the shipped profile (a host the bounds were not fitted on)
 #   default2, default3 the same again (a second and third session on this host)
+#   default-off        the default session with --harness-prestart off (every launch starts at its turn): the
+#                      layout before issue 28's early start, for a same-host comparison
 #   quick, quick2, quick3  the quick level on the whole node (issue 28 times three sessions)
 #   hidden-gpu3        the quick level with GPU 3 hidden (the missing GPU must be named)
 #   one-nccl-channel   the all-reduce tests with NCCL_MAX_NCHANNELS=1 (a partial interconnect degradation)
@@ -52,6 +54,7 @@ session() {  # NAME, then pytest arguments: the session's last lines and its wal
 for step in "$@"; do
     case $step in
         default|default2|default3) session "$step" -k "not soak" ;;
+        default-off) session "$step" -k "not soak" --harness-prestart off ;;
         calibration|calibration2|calibration3) session "$step" -k "not soak" --harness-calibration ;;
         quick|quick2|quick3) session "$step" --harness-level quick ;;
         hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;

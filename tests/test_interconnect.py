@@ -379,9 +379,11 @@ class FakeSweep:
     def __init__(self, busbw: float):
         self.busbw = busbw
         self.specs = []
+        self.started = []
 
-    def __call__(self, spec, run_dir, *, run_id):
+    def __call__(self, spec, run_dir, *, run_id, started=None):
         self.specs.append(spec)
+        self.started.append(started)
         rows = [{"size_bytes": size, "busbw_gbps": self.busbw, "algbw_gbps": self.busbw, "time_us": 10.0,
                  "correct": True, "mismatches": 0}
                 for size in message_sizes(spec.min_bytes, spec.max_bytes, spec.factor)]
@@ -424,6 +426,29 @@ def test_allreduce_cases_come_from_the_gpu_counts_and_pass_against_the_bound(int
     assert {c["name"]: c["passed"] for c in test["metadata"]["harness"]["checks"]}["all-reduce bus bandwidth at 4 MiB"]
     html = (pytester.path / "reports" / "latest" / "report.html").read_text()
     assert "all-reduce bus bandwidth (GB/s)" in html and "2 GPUs bound" in html
+
+
+def test_the_sweep_of_every_planned_count_starts_with_the_session_where_asked(interconnect_suite, monkeypatch):
+    """Issue 28: ~9 s of a 14 s sweep was start-up; started at collection, in the directory and under the run id the
+    sweep will use, it imports while the component launch measures, and the sweep takes it."""
+    from harness.launch import prestart
+
+    started = []
+
+    def start_early(launch, command, run_dir, run_id):
+        started.append(prestart.Started(launch=launch, command=command, run_dir=run_dir, run_id=run_id,
+                                        process=None))  # type: ignore[arg-type] - never run: the sweep is a fake
+        return started[-1]
+
+    monkeypatch.setattr(prestart, "start_early", start_early)
+    result, sweep = interconnect_suite(0.8, 0.1, "--harness-prestart", "on")
+    result.assert_outcomes(passed=1, skipped=2)
+    assert sweep.started == started and len(started) == 1  # the widest count the node holds: 2 ranks
+    early = started[0]
+    assert early.run_dir.name == "allreduce-2gpu" and early.run_id.endswith("-allreduce-2gpu")
+    assert "--nproc-per-node=2" in early.command and early.command[-1] == str(early.run_dir / "plan.json")
+    result, sweep = interconnect_suite(0.8, 0.1)  # auto: not on CPU ranks, whose imports would share their cores
+    assert sweep.started == [None] and len(started) == 1
 
 
 def test_a_slow_interconnect_fails_with_measured_vs_bound(interconnect_suite):

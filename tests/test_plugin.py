@@ -36,12 +36,14 @@ class FakeLauncher:
         self.groups = []
         self.follow_ons = []
         self.specs = []
+        self.started = []
 
-    def group(self, specs, run_dirs, run_ids, launch_dir, follow_on=None):
+    def group(self, specs, run_dirs, run_ids, launch_dir, follow_on=None, started=None):
         """Stands in for harness.launch.group.run_benchmark_group: one record per spec, the launch remembered;
         a holding launch (``follow_on``) runs what it is handed after them, each follow-on remembered in
-        ``follow_ons`` as (launch index, case ids)."""
+        ``follow_ons`` as (launch index, case ids); the launch started early it was handed in ``started``."""
         self.groups.append([spec.case_id for spec in specs])
+        self.started.append(started)
         records = [self(spec, run_dir, run_id=run_id)
                    for spec, run_dir, run_id in zip(specs, run_dirs, run_ids, strict=True)]
         while follow_on is not None:
@@ -359,7 +361,7 @@ def test_the_allreduce_and_soak_results_carry_their_sections_bounds(suite, pytes
                         test_accept_soak=(acceptance / "test_soak.py").read_text())
     no_telemetry = {"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"}
 
-    def sweep(spec, run_dir, *, run_id):
+    def sweep(spec, run_dir, *, run_id, started=None):
         row = {"size_bytes": spec.max_bytes, "busbw_gbps": 0.8, "algbw_gbps": 0.8, "time_us": 10.0, "correct": True}
         return AllReduceRun(gpus=spec.world_size, run_id=run_id, status="ok", rows=[row], telemetry=no_telemetry)
 
@@ -406,3 +408,48 @@ def test_the_cases_in_doubt_are_re_measured_together_one_launch_per_attempt(suit
     assert result.stdout.str().count("FAIL, confirmed 2 of 2") >= 4
     runs = sorted(p.name for p in (pytester.path / "reports" / "latest" / "runs").iterdir())
     assert {"tiny_bert-fp32-weak-2gpu-confirm1.json", "tiny_bert-fp32-weak-1gpu-confirm1-for-2gpu.json"} <= set(runs)
+
+
+class StartedEarly:
+    """Stands in for harness.launch.prestart.start_early's launch: remembers what it was started as, and its stop."""
+
+    def __init__(self, launch, command, run_dir, run_id):
+        from harness.launch import prestart
+
+        self.launch, self.command, self.run_dir, self.run_id, self.stopped = launch, command, run_dir, run_id, False
+        prestart.STARTED.append(self)
+
+    def stop(self):
+        from harness.launch import prestart
+
+        self.stopped = True
+        prestart.STARTED.remove(self)
+
+
+def test_the_training_launch_starts_with_the_session_where_asked_and_is_handed_to_it(suite, monkeypatch):
+    """Issue 28: the grouped launch's start-up (11-17 s on 4-GPU nodes) runs while the launches before it measure:
+    started at collection as wide as its widest case, in the directory the launch will use, then given to it."""
+    run, launcher, thresholds = suite
+    two_precision_profile(thresholds)
+    started: list[StartedEarly] = []
+    monkeypatch.setattr("harness.launch.prestart.start_early", lambda *args: started.append(StartedEarly(*args))
+                        or started[-1])
+    run("--harness-prestart", "on").assert_outcomes(passed=4, skipped=2)
+    assert len(started) == 1 and launcher.started == started
+    early = started[0]
+    assert early.run_dir.parts[-2:] == ("logs", "launch1-2gpu") and early.launch.gpus_per_node == 2
+    assert "--nproc-per-node=2" in early.command and early.command[-1] == str(early.run_dir / "plan.json")
+    # A fake launch never adopts it: the session's end stops what nobody took (here: what the fake left).
+    assert early.stopped
+
+
+def test_a_cpu_session_starts_no_launch_early_unless_asked(suite, monkeypatch):
+    """On a CPU profile the imports would share the cores the CPU figures are measured on: auto is off there."""
+    run, launcher, thresholds = suite
+    two_precision_profile(thresholds)
+    started: list = []
+    monkeypatch.setattr("harness.launch.prestart.start_early", lambda *args: started.append(args))
+    run().assert_outcomes(passed=4, skipped=2)
+    run("--harness-prestart", "on", "--harness-launch", "per-case").assert_outcomes(passed=4, skipped=2)
+    run("--harness-prestart", "on", "--collect-only")
+    assert started == [] and launcher.started == [None]

@@ -7,11 +7,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.launch.command import prepare_launch
+from harness.launch.command import launch_command
+from harness.launch.prestart import Started
 from harness.launch.spec import AllReduceSpec
 from harness.launch.supervise import run_job
 from harness.results.job import JobResult
-from harness.workloads.plan import ALLREDUCE_RESULT_FILE
+from harness.workloads.plan import ALLREDUCE_RESULT_FILE, PLAN_FILE, write_plan
 
 
 @dataclass(kw_only=True)
@@ -33,11 +34,15 @@ class AllReduceRun(JobResult):
                 "torch_peer_access": self.result.get("torch_peer_access"), "ranks": self.result.get("ranks")}
 
 
-def run_allreduce(spec: AllReduceSpec, run_dir: Path, *, run_id: str) -> AllReduceRun:
-    """Launch the sweep through torchrun (bounded, cleaned up) with the telemetry sampler beside it."""
+def run_allreduce(spec: AllReduceSpec, run_dir: Path, *, run_id: str, started: Started | None = None) -> AllReduceRun:
+    """Launch the sweep through torchrun (bounded, cleaned up) with the telemetry sampler beside it; ``started``:
+    this launch, started before its turn (harness/launch/prestart.py), taken when it is this one, else stopped."""
     run_dir = Path(run_dir)
-    command = prepare_launch(spec, run_dir, run_id)
-    outcome = run_job(spec.launch, command, run_dir, run_id, result_file=ALLREDUCE_RESULT_FILE)
+    command = launch_command(spec, run_dir)
+    process = started.adopt(spec.launch, command, run_dir, run_id) if started is not None else None
+    write_plan(run_dir / PLAN_FILE, spec.plan(run_dir, run_id))  # a launch started early begins here
+    outcome = run_job(spec.launch, command, run_dir, run_id, result_file=ALLREDUCE_RESULT_FILE,
+                      started_process=process)
     if outcome.failure is None:
         result = json.loads((run_dir / ALLREDUCE_RESULT_FILE).read_text())
         return AllReduceRun(gpus=spec.world_size, run_id=run_id, status=result["status"], rows=result["rows"],

@@ -23,7 +23,7 @@ from harness.launch import slurm
 from harness.node.process_tags import RUN_ID_ENV
 from harness.results.overrides import HARNESS_SET_ENV
 from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
-from harness.workloads.plan import PLAN_FILE, BenchmarkPlan, write_plan
+from harness.workloads.plan import PLAN_FILE, write_plan
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 """The directory holding ``harness/``: on the workers' PYTHONPATH, so a source checkout runs uninstalled."""
@@ -59,19 +59,24 @@ def worker_command(module: str, plan_path: Path, launch: LaunchSettings,
     return [*torchrun_prefix(launch.gpus_per_node, launch.nodes, rendezvous), "-m", module, "--plan", str(plan_path)]
 
 
+def launch_command(spec: BenchmarkSpec | AllReduceSpec | SoakSpec, run_dir: Path,
+                   rendezvous: Rendezvous | None = None) -> list[str]:
+    """The torchrun command that runs the plan <run_dir>/plan.json of ``spec`` (written by prepare_launch, or
+    later for a launch started before its turn: harness/launch/prestart.py)."""
+    return worker_command(spec.worker_module, Path(run_dir) / PLAN_FILE, spec.launch, rendezvous)
+
+
 def prepare_launch(spec: BenchmarkSpec | AllReduceSpec | SoakSpec, run_dir: Path, run_id: str,
                    rendezvous: Rendezvous | None = None) -> list[str]:
     """Write ``spec``'s plan to <run_dir>/plan.json and return the torchrun command that runs it."""
-    plan_path = Path(run_dir) / PLAN_FILE
-    write_plan(plan_path, spec.plan(Path(run_dir), run_id))
-    return worker_command(spec.worker_module, plan_path, spec.launch, rendezvous)
+    write_plan(Path(run_dir) / PLAN_FILE, spec.plan(Path(run_dir), run_id))
+    return launch_command(spec, run_dir, rendezvous)
 
 
-def prepare_group_launch(plan: BenchmarkPlan, launch_dir: Path, launch: LaunchSettings) -> list[str]:
-    """Several benchmark cases in one launch: their plan in <launch_dir>/plan.json, and its command."""
-    plan_path = Path(launch_dir) / PLAN_FILE
-    write_plan(plan_path, plan)
-    return worker_command(BenchmarkSpec.worker_module, plan_path, launch)
+def group_launch_command(launch_dir: Path, launch: LaunchSettings) -> list[str]:
+    """Several benchmark cases in one launch: the command that runs the plan <launch_dir>/plan.json (the caller
+    writes it: a launch started early begins its cases when it appears, harness/launch/prestart.py)."""
+    return worker_command(BenchmarkSpec.worker_module, Path(launch_dir) / PLAN_FILE, launch)
 
 
 PR_SET_PDEATHSIG = 1

@@ -28,14 +28,15 @@ from typing import Any, Callable
 
 from harness.launch.benchmark import failure_record, run_benchmark
 from harness.launch.cleanup import clear_run_dir
-from harness.launch.command import prepare_group_launch
+from harness.launch.command import group_launch_command
+from harness.launch.prestart import Started
 from harness.launch.failure import explain_failure
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.launch.supervise import JobOutcome, run_job
 from harness.rank import read_phases
 from harness.records import RunRecord, read_record, write_record
 from harness import telemetry
-from harness.workloads.plan import FOLLOW_ON_FILE, RECORD_FILE, BenchmarkPlan, write_plan
+from harness.workloads.plan import FOLLOW_ON_FILE, PLAN_FILE, RECORD_FILE, BenchmarkPlan, write_plan
 
 PER_CASE_SETTINGS = ("timeout_s", "gpus_per_node")
 """The launch settings the cases of one launch may differ in: the launch may take what they take together,
@@ -67,9 +68,12 @@ launcher answers within a poll, ~0.2 s; this is for a launcher that died)."""
 
 
 def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_ids: list[str],
-                        launch_dir: Path, follow_on: FollowOn | None = None) -> list[RunRecord]:
+                        launch_dir: Path, follow_on: FollowOn | None = None, started: Started | None = None
+                        ) -> list[RunRecord]:
     """Launch ``specs`` together (one record per case, in order); the cases after a failure run again.
-    With ``follow_on``, the launch holds and the cases it hands out run after them: their records follow, in order."""
+    With ``follow_on``, the launch holds and the cases it hands out run after them: their records follow, in order.
+    ``started``: this launch, started early (harness/launch/prestart.py); taken when it is this launch, else
+    stopped and a launch started now."""
     if not (len(specs) == len(run_dirs) == len(run_ids)) or not specs:
         raise ValueError("run_benchmark_group needs one run directory and one run id per spec, and at least one spec")
     if len(specs) == 1 and follow_on is None:
@@ -86,16 +90,23 @@ def run_benchmark_group(specs: list[BenchmarkSpec], run_dirs: list[Path], run_id
                                      for spec, run_dir, run_id in zip(specs, run_dirs, run_ids, strict=True)),
                          hold_s=HOLD_S if follow_on is not None else 0.0)
     widest = max(specs, key=lambda spec: spec.gpus_per_node).launch
-    command = prepare_group_launch(plan, launch_dir, widest)
-    launch_id = f"{launch_dir.name}-{os.getpid()}-{int(time.time())}"
+    command = group_launch_command(launch_dir, widest)
+    launch_id = started.run_id if started is not None else group_launch_id(launch_dir)
+    process = started.adopt(widest, command, launch_dir, launch_id) if started is not None else None
+    write_plan(launch_dir / PLAN_FILE, plan)  # a launch started early begins here
     samplers = CaseSamplers(list(run_dirs), specs[0].launch)
     cases = Held(specs=list(specs), run_dirs=list(run_dirs), run_ids=list(run_ids), launch_dir=launch_dir,
                  samplers=samplers, follow_on=follow_on)
     # The stall rule bounds each case; the whole launch may take what its cases may take together.
     outcome = run_job(widest, command, launch_dir, launch_id,
                       timeout_s=sum(spec.launch.timeout_s for spec in specs), sampler=samplers,
-                      watch=cases.watch if follow_on is not None else None)
+                      watch=cases.watch if follow_on is not None else None, started_process=process)
     return _records_of_group(cases, outcome)
+
+
+def group_launch_id(launch_dir: Path) -> str:
+    """The run id of a launch of several cases (every process of it carries it: harness/launch/cleanup.py)."""
+    return f"{launch_dir.name}-{os.getpid()}-{int(time.time())}"
 
 
 @dataclass(kw_only=True)

@@ -234,8 +234,19 @@ def _wait(proc: subprocess.Popen, launch: LaunchSettings, run_dir: Path, started
     return None
 
 
+def start_process(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: str,
+                  extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """torchrun started in its own session, its output in <run_dir>/torchrun.log, tagged with ``run_id`` (the
+    cleanup finds every process of it by that) and killed with the thread that started it (die_with_launcher)."""
+    env = {**launch_env(launch, run_id), **owner_env(run_dir), **(extra_env or {})}
+    with open(run_dir / "torchrun.log", "w") as log:
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=die_with_launcher(os.getpid()))
+
+
 def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: str, *, result_file: str | None = None,
-            timeout_s: float | None = None, sampler: Sampler | None = None, watch: Watch | None = None) -> JobOutcome:
+            timeout_s: float | None = None, sampler: Sampler | None = None, watch: Watch | None = None,
+            started_process: subprocess.Popen | None = None) -> JobOutcome:
     """Run ``command`` (a torchrun launch) in ``run_dir`` within ``launch``'s bounds; kill all of it afterwards.
 
     The job finished when torchrun exited 0 within its bounds and rank 0 left ``result_file`` in
@@ -243,9 +254,12 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
     ``timeout_s`` overrides ``launch.timeout_s``; ``sampler`` (default: the telemetry sampler of
     ``launch``) is started before the launch and stopped before the processes are killed. ``watch``
     is called at every poll while the launch runs (a holding launch's follow-ons: launch/group.py).
+    ``started_process``: this launch's torchrun, started earlier (launch/prestart.py) and now handed its plan;
+    its run directory is kept, and its bounds count from now.
     """
-    clear_run_dir(run_dir, *([result_file] if result_file else []))
-    (run_dir / "command.json").write_text(json.dumps(command))
+    if started_process is None:
+        clear_run_dir(run_dir, *([result_file] if result_file else []))
+        (run_dir / "command.json").write_text(json.dumps(command))
     if sampler is None:
         sampler = telemetry.sampler_for(launch.device, run_dir, enabled=launch.telemetry,
                                         period_s=launch.telemetry_period_s)
@@ -254,30 +268,27 @@ def run_job(launch: LaunchSettings, command: list[str], run_dir: Path, run_id: s
     oom_kills_before = oom_kills()  # a rank SIGKILLed while this count grows died of host memory
     stall: Stall | None = None
     sampler.start()
-    env = {**launch_env(launch, run_id), **owner_env(run_dir)}
-    proc: subprocess.Popen | None = None
-    with open(run_dir / "torchrun.log", "w") as log:
-        try:
-            _Hold.live_launches += 1  # inside the try: the finally below always takes it back
+    proc: subprocess.Popen | None = started_process
+    try:
+        _Hold.live_launches += 1  # inside the try: the finally below always takes it back
+        if proc is None:
             with signals_held():  # a signal during the start is raised once ``proc`` can be killed
-                proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True,
-                                        preexec_fn=die_with_launcher(os.getpid()))
-            stall = _wait(proc, launch, run_dir, started, limit_s, Heartbeat(run_dir, run_id, started), watch)
-        except BaseException:  # an interrupt: the timeline says where the time went, then it propagates
-            STOPPED_LAUNCHES.append(StoppedLaunch(name=run_dir.name, elapsed_s=time.time() - started))
-            raise
-        finally:
-            # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike; no second
-            # signal can cut it short (timeout(1), make and Slurm send two).
-            with signals_held():
-                try:
-                    phases = read_phases(run_dir)
-                    summary = sampler.stop()
-                    if proc is not None:
-                        kill_run(proc, run_id)
-                finally:
-                    _Hold.live_launches -= 1
+                proc = start_process(launch, command, run_dir, run_id)
+        stall = _wait(proc, launch, run_dir, started, limit_s, Heartbeat(run_dir, run_id, started), watch)
+    except BaseException:  # an interrupt: the timeline says where the time went, then it propagates
+        STOPPED_LAUNCHES.append(StoppedLaunch(name=run_dir.name, elapsed_s=time.time() - started))
+        raise
+    finally:
+        # Runs on timeout, on normal exit (stragglers) and on Ctrl-C / SIGTERM alike; no second
+        # signal can cut it short (timeout(1), make and Slurm send two).
+        with signals_held():
+            try:
+                phases = read_phases(run_dir)
+                summary = sampler.stop()
+                if proc is not None:
+                    kill_run(proc, run_id)
+            finally:
+                _Hold.live_launches -= 1
     assert proc is not None  # else Popen raised, and so did this
     elapsed_s = time.time() - started
     left_result = result_file is None or (run_dir / result_file).exists()

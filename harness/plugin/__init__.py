@@ -18,11 +18,11 @@ from __future__ import annotations
 import pytest
 
 from harness.cases import SCALINGS
-from harness.launch import heartbeat, supervise
+from harness.launch import heartbeat, prestart, supervise
 from harness.launch.supervise import stop_on_sigterm
 from harness.plugin import components, hookspecs, levels
-from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
-                                  scaling_params)
+from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_allreduce,
+                                  planned_cases, scaling_params)
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
 from harness.plugin.options import (add_options, add_short_options, ini_declares_acceptance, parse_options,
@@ -152,10 +152,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Remember which scaling cases will run, so a launch can take the others of its GPU count along."""
+    """Remember which scaling cases will run, so a launch can take the others of its GPU count along; start the
+    all-reduce and training launches (harness/launch/prestart.py)."""
     harness_session = session.config.stash.get(SESSION_KEY, None)
     if harness_session is not None:
         harness_session.cases.planned.extend(planned_cases(session.items))
+        if not session.config.option.collectonly:  # their start-ups run while the component launch measures
+            harness_session.interconnect.start_early(planned_allreduce(session.items))
+            harness_session.cases.start_early()
 
 
 @pytest.fixture
@@ -176,6 +180,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """
     harness_session = session.config.stash.get(SESSION_KEY, None)
     outcomes = session.config.stash.get(OUTCOMES_KEY, None)
+    prestart.stop_all()  # a launch started early that no test took (deselected, or the session stopped first)
     if harness_session is not None and outcomes is not None:
         harness_session.gpu_state.stop()
         write_session_outputs(session, harness_session, exitstatus, outcomes.verdict())

@@ -123,3 +123,10 @@ def planned_cases(items: list[pytest.Item]) -> list[CaseId]:
         if isinstance(case, CaseId) and item.get_closest_marker("skip") is None:
             planned.append(case)
     return planned
+
+
+def planned_allreduce(items: list[pytest.Item]) -> list[int]:
+    """The GPU counts of the all-reduce tests that will run (not skipped, not deselected), in test order."""
+    return [count for item in items if item.get_closest_marker("skip") is None
+            for count in (getattr(getattr(item, "callspec", None), "params", {}).get("allreduce_gpus"),)
+            if isinstance(count, int)]

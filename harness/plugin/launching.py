@@ -19,6 +19,8 @@ from harness.cases import CaseId
 from harness.checks.repeats import combine
 from harness.launch import benchmark as single_launch
 from harness.launch import group as shared_launch
+from harness.launch import prestart
+from harness.launch.command import group_launch_command
 from harness.launch.spec import BenchmarkSpec
 from harness.node.processes import GpuProcess, busy_gpu_message
 from harness.plugin.context import SessionContext
@@ -56,6 +58,29 @@ class CaseLauncher:
     baselines: dict[BaselineKey, RunRecord] = field(default_factory=dict)
     follow_ons: FollowOns | None = None
     """Decides what the session's grouped launch runs after its planned cases, while it holds; None: it ends."""
+    started: prestart.Started | None = None
+    """The session's first grouped launch, started with the session (``start_early``) until a launch takes it."""
+
+    def start_early(self) -> None:
+        """Start the launch the first scaling test will ask for now, so that its workers start and import
+        (11-17 s on 4 x H100 and 4 x H200, issue 28) while the component and all-reduce launches measure; they
+        touch no GPU until their plan comes (harness/launch/prestart.py). Only a launch of several single-node
+        cases (the grouped path); ``--harness-prestart`` says where (auto: on GPUs)."""
+        ctx = self.ctx
+        if (self.started is not None or ctx.options.launch != "grouped" or not self.planned
+                or not ctx.options.starts_early(ctx.device)):
+            return
+        runs = [(label, spec) for label, spec in self.pending() if spec.nodes == 1]
+        if len(runs) * ctx.options.repeats < 2:
+            return  # a one-run launch is a plain launch (launch_group)
+        widest = max((spec for _, spec in runs), key=lambda spec: spec.gpus_per_node).launch
+        launch_dir = ctx.log_dir(f"launch{self.launches + 1}-{widest.gpus_per_node}gpu")
+        self.started = prestart.start_early(widest, group_launch_command(launch_dir, widest), launch_dir,
+                                            shared_launch.group_launch_id(launch_dir))
+
+    def take_started(self) -> prestart.Started | None:
+        started, self.started = self.started, None
+        return started
 
     def spec_for(self, case: CaseId, gpus: int | None = None) -> BenchmarkSpec:
         return benchmark_spec(self.ctx, case, gpus)
@@ -117,6 +142,10 @@ class CaseLauncher:
         width = max(s.gpus_per_node for _, s in runs)
         busy = ctx.busy_gpus(width)
         handed = list(runs)
+        started = self.take_started()
+        if started is not None and (busy or (len(runs) == 1 and then is None)):
+            started.stop()  # not the launch it was started for: that one does not run
+            started = None
         if busy:
             records = [refused_record(s, f"{ctx.run_id}-{name}", busy) for name, s in runs]
         elif len(runs) == 1 and then is None:
@@ -133,7 +162,8 @@ class CaseLauncher:
             records = shared_launch.run_benchmark_group(
                 [s for _, s in runs], [ctx.log_dir(name) for name, _ in runs],
                 [f"{ctx.run_id}-{name}" for name, _ in runs],
-                ctx.log_dir(f"launch{self.launches}-{width}gpu"), follow_on=follow_on if then is not None else None)
+                ctx.log_dir(f"launch{self.launches}-{width}gpu"), follow_on=follow_on if then is not None else None,
+                started=started)
         for (name, _), record in zip(handed, records, strict=True):
             write_record(ctx.record_path(name), record)
         return dict(zip((name for name, _ in handed), records, strict=True))

@@ -73,6 +73,9 @@ class HarnessOptions:
     """Launches per case; the case is judged on one figure of them (harness/checks/repeats.py)."""
     launch: LaunchMode = "grouped"
     """grouped: the cases of one GPU count share a torchrun launch; per-case: one launch each."""
+    prestart: Literal["auto", "on", "off"] = "auto"
+    """Start the grouped training launch with the session (harness/launch/prestart.py): auto on GPUs only (on a
+    CPU profile its imports would share the cores the CPU figures are measured on)."""
     compile: bool = False
     """torch.compile every case, widest GPU count first."""
     compile_cache: Path | None = None
@@ -92,6 +95,10 @@ class HarnessOptions:
     """A session whose figures are for ``harness calibrate-fit``: no confirm-before-FAIL re-measures (the fit
     takes each case's first measurement), the all-reduce sweep runs where the profile has no bound for it
     yet, and the verdict is never a sign-off."""
+
+    def starts_early(self, device: str) -> bool:
+        """Whether the session starts its launches with the session (``prestart``): auto on GPUs only."""
+        return self.prestart == "on" or (self.prestart == "auto" and device == "cuda")
 
 
 def _add(group: Any, name: str, *short: str, **settings: Any) -> None:
@@ -157,6 +164,8 @@ def add_options(parser: pytest.Parser) -> None:
     _add(group, "launch", choices=("grouped", "per-case"), default="grouped",
          help="grouped (default): the cases of one GPU count share one torchrun launch (start-up paid "
               "once; a failed case ends it and the rest run again); per-case: one launch each")
+    _add(group, "prestart", choices=("auto", "on", "off"), default="auto", help="auto (default): on GPUs the training "
+         "launch starts and imports with the session, touching no GPU until its turn; on: on CPU too; off: at its turn")
     _add(group, "compile", action="store_true",
          help="torch.compile every case, widest GPU count first so the narrower launches find its "
               "graphs cached (cold: 24-83 s per case on 4 x H200; warm, from --harness-compile-cache: "
@@ -251,6 +260,7 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         telemetry=get("telemetry") != "off",
         telemetry_period_s=_positive("--harness-telemetry-period", get("telemetry_period"), "seconds > 0, e.g. 0.1"),
         ci_target=_ci_target(get("ci_target")), repeats=_repeats(get("repeats")), launch=get("launch"),
+        prestart=get("prestart"),
         compile=compile, compile_cache=_compile_cache(get("compile_cache")) if compile else None,
         soak_duration_s=_soak_duration(get("soak")), level=_level(get("level"), get("soak")),
         store=Path(get("store")) if get("store") else None,

@@ -28,12 +28,14 @@ import json
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.rank import ProcessGroup, Rank, run_rank, start_process_group
 from harness.files import write_json_atomic
 from harness.workloads.busbw import MIB, bus_bandwidth_gbps, iterations_for, message_sizes, size_label
-from harness.workloads.plan import ALLREDUCE_RESULT_FILE, AllReducePlan, plan_argument, read_plan
+from harness.workloads.plan import (ALLREDUCE_RESULT_FILE, AllReducePlan, plan_argument, prestart_wait_s,
+                                    read_plan, wait_for_plan)
 
 PATTERN_PERIOD = 1009
 """A prime: buffer sizes and chunk offsets are powers of two, so no misplaced chunk lines up with the pattern."""
@@ -108,8 +110,20 @@ def check_allreduce(torch: Any, buffer: Any, world_size: int) -> Correctness:
 
 def main(argv: list[str] | None = None) -> int:
     plan_path = plan_argument(argv, "harness.workloads.allreduce")
+    wait_s = prestart_wait_s()
+    if wait_s is not None:  # started before its turn (harness/launch/prestart.py): its plan comes later, here
+        return run_rank("interconnect", plan_path.parent, lambda rank: sweep_started_early(plan_path, rank, wait_s))
     plan = read_plan(plan_path, AllReducePlan)
     return run_rank("interconnect", plan.run_dir, lambda rank: sweep(plan, rank))
+
+
+def sweep_started_early(plan_path: Path, rank: Rank, wait_s: float) -> None:
+    """Import torch (the start-up this launch hides), wait for the plan touching no GPU, then sweep as any launch."""
+    import torch.distributed  # noqa: F401 - loaded now, while the launches before this one measure
+
+    rank.phase.write("waiting for the plan", expected_s=wait_s)
+    if wait_for_plan(plan_path, wait_s):
+        sweep(read_plan(plan_path, AllReducePlan), rank)
 
 
 def seconds_per_allreduce(group: ProcessGroup, buffer: Any, iters: int) -> float:

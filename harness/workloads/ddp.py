@@ -9,6 +9,10 @@ directory (the plan's) holds the rank logs and the phase files the launcher watc
 telemetry sampler opens and closes its window on them) and, on failure, the failure files. The
 first failure ends the launch; the launcher runs the cases after it again. The cases themselves
 run in harness/workloads/ddp_cases.py.
+
+A launch started early (harness/launch/prestart.py, ``HARNESS_PRESTART_WAIT_S`` set) imports, then waits for
+its plan touching no GPU: its start-up ran while other launches measured, and its first case is charged
+only what came after the plan (the start-up it hid is kept as ``phases_s["start_up_hidden"]``).
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ import time
 from pathlib import Path
 
 from harness.rank import Rank, launch_epoch, run_rank
-from harness.workloads.plan import BenchmarkPlan, plan_argument, read_plan
+from harness.workloads.plan import BenchmarkPlan, plan_argument, prestart_wait_s, read_plan, wait_for_plan
 
 PROCESS_START_S = time.time()
 
 
 def main(argv: list[str] | None = None) -> int:
     plan_path = plan_argument(argv, "harness.workloads.ddp")
+    wait_s = prestart_wait_s()
+    if wait_s is not None:
+        return run_rank("worker", plan_path.parent, lambda rank: run_started_early(plan_path, rank, wait_s))
     plan = read_plan(plan_path, BenchmarkPlan)
     return run_rank("worker", plan_path.parent, lambda rank: run(plan, rank, plan_path.parent))
 
@@ -37,6 +44,21 @@ def run(plan: BenchmarkPlan, rank: Rank, plan_dir: Path) -> None:
 
     startup_s = {"process_start": started_s - launch_epoch(started_s), "import": time.time() - started_s}
     ddp_cases.run_cases(plan, rank, process_start_s=PROCESS_START_S, startup_s=startup_s, plan_dir=plan_dir)
+
+
+def run_started_early(plan_path: Path, rank: Rank, wait_s: float) -> None:
+    """Import, then wait up to ``wait_s`` for the plan (none: end, the launcher did not take this launch) and run
+    it; the start-up before the plan is not this launch's time (it ran beside earlier launches)."""
+    started_s = time.time()
+    from harness.workloads import ddp_cases
+
+    imported_s = time.time()
+    rank.phase.write("waiting for the plan", expected_s=wait_s)
+    if not wait_for_plan(plan_path, wait_s):
+        return
+    plan = read_plan(plan_path, BenchmarkPlan)
+    startup_s = {"process_start": 0.0, "import": 0.0, "start_up_hidden": imported_s - launch_epoch(started_s)}
+    ddp_cases.run_cases(plan, rank, process_start_s=PROCESS_START_S, startup_s=startup_s, plan_dir=plan_path.parent)
 
 
 if __name__ == "__main__":

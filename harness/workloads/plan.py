@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -23,6 +25,29 @@ Device = Literal["cuda", "cpu"]
 
 PLAN_FILE = "plan.json"
 FOLLOW_ON_FILE = "more{number}.json"
+PRESTART_WAIT_ENV = "HARNESS_PRESTART_WAIT_S"
+"""Set on the workers of a launch started before its turn (harness/launch/prestart.py): how long they wait for
+PLAN_FILE before they end on their own."""
+PLAN_POLL_S = 0.05
+"""How often such a worker looks for its plan: its work begins at most this long after the launcher wrote it."""
+
+
+def prestart_wait_s() -> float | None:
+    """How long this worker, of a launch started before its turn, waits for its plan; None: it was started with it."""
+    value = os.environ.get(PRESTART_WAIT_ENV)
+    return float(value) if value is not None else None
+
+
+def wait_for_plan(plan_path: Path, wait_s: float) -> bool:
+    """Until the launcher writes ``plan_path`` (True), or ``wait_s`` passed without it (False: the launcher did not
+    take this launch, and the worker ends)."""
+    deadline = time.time() + wait_s
+    while not plan_path.exists():
+        if time.time() > deadline:
+            print(f"[harness worker] no plan in {wait_s:.0f} s: the launcher did not take this launch", flush=True)
+            return False
+        time.sleep(PLAN_POLL_S)
+    return True
 """A follow-on plan for a launch that holds (``BenchmarkPlan.hold_s``): more cases for the same processes, written by
 the launcher beside plan.json, numbered from 1; one with no cases ends the launch."""
 RECORD_FILE = "record.json"
