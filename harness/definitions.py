@@ -66,7 +66,7 @@ DEFINITIONS: dict[str, Definition] = {
         # component and all-reduce launches measure and touch no GPU until their plan; from the plan on, the same
         # cases run in the same order on the same processes. Figure unchanged: shown on one 4 x H100 host, the
         # same session with and without it (docs/data/2026-11-28-h100x4-prestart).
-        fingerprint="93d09bbdfd4f1418"),
+        fingerprint="fc6be8a68e2e7e44"),
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "
@@ -80,7 +80,11 @@ DEFINITIONS: dict[str, Definition] = {
         summary="nccl-tests' bus bandwidth of torch.distributed all_reduce, 1 MiB to the largest size the GPUs hold, "
                 "x2 per step, 0.2 s timed per size, CUDA events",
         sources=("harness/workloads/allreduce.py", "harness/workloads/busbw.py"),
-        fingerprint="6f1345f4bf057ef5"),  # write_json_atomic imported from files.py: figure unchanged
+        # write_json_atomic imported from files.py: figure unchanged. Then (issue 28) the sweep's launch may start with
+        # the session (launch/prestart.py): its workers import torch and wait for the plan touching no GPU, then sweep
+        # exactly as before. Figure unchanged: shown on one 4 x H100 host, the same session with and without it
+        # (docs/data/2026-11-28-h100x4-prestart).
+        fingerprint="daa4ecb8514a4e82"),
 }
 
 
