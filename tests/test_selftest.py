@@ -409,6 +409,21 @@ def test_the_foreign_load_waits_for_a_rank_past_setup(tmp_path):
     assert foreign_load.case_running(tmp_path)
 
 
+def test_the_foreign_load_of_a_ddp_case_waits_for_that_case_not_its_reference(tmp_path):
+    """Started at the 1-GPU reference's warm-up (same launch, seconds before), the load slowed the reference too: on
+    2 x H100 the efficiency read 0.969 with the loaded GPU at half speed (docs/data/2026-11-28-h100x2-host-x11)."""
+    logs = tmp_path / "run" / "logs"
+    _phase(logs / "launch1-2gpu", "warmup")
+    _phase(logs / "resnet50-fp16-weak-1gpu", "measure")
+    assert not foreign_load.case_running(tmp_path, "resnet50-fp16-weak-2gpu")
+    _phase(logs / "resnet50-fp16-weak-2gpu", "warmup")
+    assert foreign_load.case_running(tmp_path, "resnet50-fp16-weak-2gpu")
+    row = _rows("h100-80gb", visible=2, node=2)["foreign_load"]
+    command = runner.foreign_load_command(row.foreign_load, tmp_path, 120)
+    assert command[command.index("--case") + 1] == "resnet50-fp16-weak-2gpu" == row.foreign_load.case
+    assert row.pytest_args[row.pytest_args.index("--harness-models") + 1] == "resnet50"
+
+
 def test_the_cpu_foreign_load_starts_pinned_busy_processes_and_ends_them(tmp_path):
     _phase(tmp_path / "run", "measure")
     started = tmp_path / "started.json"

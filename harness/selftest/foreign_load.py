@@ -1,10 +1,12 @@
 """A foreign compute load for `harness selftest`: it starts once the session's case is running.
 
-    python -m harness.selftest.foreign_load --device cuda --watch DIR --seconds 300 --started FILE
+    python -m harness.selftest.foreign_load --device cuda --watch DIR --case CASE --seconds 300 --started FILE
     python -m harness.selftest.foreign_load --device cpu --cores 0,1 --per-core 8 --watch DIR ...
 
 It waits until a rank phase file under ``--watch`` (the session's report directory) says warmup,
-probe or measure, waits ``--delay`` seconds more, then loads for at most ``--seconds``: on a GPU a
+probe or measure (with ``--case``, only that case's: its log directory's name, so that the 1-GPU reference the
+launch runs seconds before it is measured unloaded, as on a node where the load comes later), waits ``--delay``
+seconds more, then loads for at most ``--seconds``: on a GPU a
 matmul loop (the GPU of ``CUDA_VISIBLE_DEVICES``; its CUDA context is made only then, because the
 session refuses to start while a foreign process holds a GPU), on CPU ``--per-core`` busy processes
 pinned to each core of ``--cores``, each in a session of its own. It writes ``--started`` (its pids)
@@ -31,9 +33,12 @@ MATMUL_SIZE = 8192
 keeps the GPU's SMs busy the whole time (the point is to compete, not to measure)."""
 
 
-def case_running(watch: Path) -> bool:
-    """Whether any rank phase file under ``watch`` shows a case past its start-up."""
+def case_running(watch: Path, case: str | None = None) -> bool:
+    """Whether any rank phase file under ``watch`` (of the case whose log directory is named ``case``, when given)
+    shows a case past its start-up."""
     for path in watch.rglob("rank*.phase"):
+        if case is not None and path.parent.name != case:
+            continue
         try:
             if json.loads(path.read_text()).get("phase") in RUNNING_PHASES:
                 return True
@@ -42,9 +47,9 @@ def case_running(watch: Path) -> bool:
     return False
 
 
-def wait_for_case(watch: Path, deadline: float) -> bool:
+def wait_for_case(watch: Path, deadline: float, case: str | None = None) -> bool:
     while time.monotonic() < deadline:
-        if case_running(watch):
+        if case_running(watch, case):
             return True
         time.sleep(POLL_S)
     return False
@@ -112,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cuda", "cpu"), required=True)
     parser.add_argument("--watch", type=Path, required=True, help="the session's report directory")
+    parser.add_argument("--case", default=None, help="wait for this case (its log directory's name) only")
     parser.add_argument("--seconds", type=float, default=300.0, help="longest time to wait plus load (default 300)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait after the case is running")
     parser.add_argument("--started", type=Path, required=True, help="written (JSON: pids) once the load runs")
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-core", type=int, default=1, help="cpu: busy processes per core")
     ns = parser.parse_args(argv)
     deadline = time.monotonic() + ns.seconds
-    if not wait_for_case(ns.watch, deadline):
+    if not wait_for_case(ns.watch, deadline, ns.case):
         print(f"foreign_load: no case started under {ns.watch} within {ns.seconds:g} s; nothing loaded", flush=True)
         return 1
     time.sleep(ns.delay)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from harness.cases import CaseId
 from harness.catalog import MODELS
 from harness.profile.bounds import Profile
 
@@ -56,6 +57,11 @@ class ForeignLoad:
     cores: tuple[int, ...] = ()
     """The cores the busy processes are pinned to (cpu): the ranks' cores."""
     burners_per_core: int = CPU_BURNERS_PER_CORE
+    case: str | None = None
+    """The case whose warm-up starts the load (its log directory's name); None: the session's first case. The DDP
+    case's own: started at the 1-GPU reference before it (same launch, seconds apart), the load slowed the reference
+    too, and on 2 GPUs, whose reference is the slower GPU's figure, the efficiency did not move (0.969 with GPU 1 at
+    half speed: docs/data/2026-11-28-h100x2-host-x11)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,8 +134,9 @@ def plan_rows(*, profile: Profile, visible_gpus: list[NodeGpu], node_gpus: list[
         case_args = (SCALING_TEST, "--harness-models", case[0], "--harness-precisions", case[1], "--harness-gpus", "1")
         load_args = (*case_args[:-1], str(ddp_gpus))
         symptom = load_symptom(profile, case, ddp_gpus)
+    loaded_case = CaseId(model=case[0], precision=case[1], gpus=ddp_gpus).key if case is not None else None
     return [_foreign_load_row(device, visible_gpus[:ddp_gpus], cores, base_args + load_args,
-                              no_case if case is None else None, symptom),
+                              no_case if case is None else None, symptom, loaded_case),
             _nccl_row(device, visible_gpus, base_args),
             _hidden_gpu_row(device, node_gpus, base_args) if device == "cuda" else _hidden_core_row(cores, base_args),
             _host_sync_row(device, base_args + case_args, no_case if case is None else None)]
@@ -153,7 +160,7 @@ def load_symptom(profile: Profile, case: tuple[str, str], gpus: int) -> str:
 
 
 def _foreign_load_row(device: str, case_gpus: list[NodeGpu], cores: tuple[int, ...], args: tuple[str, ...],
-                      no_case: str | None, symptom: str) -> RowSpec:
+                      no_case: str | None, symptom: str, case: str | None) -> RowSpec:
     if device == "cuda":
         # The case's last GPU, not its first: the rank-0 GPU is where a careless verdict looks anyway.
         target = case_gpus[-1] if case_gpus else None
@@ -162,7 +169,7 @@ def _foreign_load_row(device: str, case_gpus: list[NodeGpu], cores: tuple[int, .
                        f"{ddp}from the case's warmup on",
                        expected_keys=(symptom, "foreign_processes"), pytest_args=args,
                        not_applicable=no_case or (None if target else "no GPU visible"),
-                       foreign_load=ForeignLoad(device="cuda", gpu_uuid=target.uuid if target else None),
+                       foreign_load=ForeignLoad(device="cuda", gpu_uuid=target.uuid if target else None, case=case),
                        headline_tokens=(f"GPU {target.index}",) if target else ())
     load = ForeignLoad(device="cpu", cores=cores)
     return RowSpec(key="foreign_load",

@@ -49,6 +49,8 @@ def foreign_load_command(load: ForeignLoad, row_dir: Path, seconds: float) -> li
                "--watch", str(row_dir), "--seconds", f"{seconds:g}", "--started", str(row_dir / STARTED_FILE)]
     if load.device == "cpu":
         command += ["--cores", ",".join(map(str, load.cores)), "--per-core", str(load.burners_per_core)]
+    if load.case is not None:
+        command += ["--case", load.case]
     return command
 
 
