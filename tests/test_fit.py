@@ -395,6 +395,8 @@ NOT_IN_THE_FIT = (*WRITTEN, HOST_K / "20261127-235506-vm-h100-80gb-1133")
 """Those, and host K's (cut while re-measuring: its first attempts, in the cut launch's case directories): hosts
 measured after the fit's, none of which gave a bound, whose first attempts meet every one."""
 X2 = REPO / "docs" / "data" / "2026-11-27-h100x2" / "sessions"
+X11_FITTED = [REPO / "docs" / "data" / "2026-11-28-h100x2-host-x11" / "sessions" / name
+              for name in ("20261128-043113-vm-h100-80gb-x2-1178", "20261128-043357-vm-h100-80gb-x2-1415")]
 
 
 @pytest.mark.parametrize("run_dir", WRITTEN, ids=lambda path: f"{path.parent.parent.name}-{path.name}")
@@ -449,16 +451,29 @@ def test_records_of_hosts_outside_the_fit_rejudged_by_todays_checks_pass_every_s
 
 
 def test_shipped_fitted_bounds_come_out_of_the_sessions_they_name():
-    """A shipped fit is reproducible from docs/data: every bound of h100-80gb-x2 (nodes of 2 GPUs) from its 6
-    sessions on 4 hosts (h100-80gb's: the test above)."""
+    """A shipped fit is reproducible from docs/data: every bound of h100-80gb-x2 (nodes of 2 GPUs) from its 8
+    sessions on 5 hosts: X1-X5's 6 and X11's 2 (h100-80gb's: the test above)."""
     shipped = load_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
-    fitted = fit([read_session(folder) for folder in sorted(X2.iterdir())])
+    fitted = fit([read_session(folder) for folder in [*sorted(X2.iterdir()), *X11_FITTED]])
     for bound in fitted:
         reference = shipped_reference(shipped, bound)
         assert reference is not None, bound
         assert (reference.ref, reference.tol, reference.hosts) == (
-            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), 4), bound
+            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), 5), bound
     assert len(fitted) == 59
+
+
+def test_a_healthy_pair_whose_gpus_differ_by_a_percent_fails_no_straggler_bound_once_its_host_is_in_the_fit():
+    """X11 (2 x H100, 2026-11-28): GPU 0 0.8-1.3 % slower than GPU 1 in the transformer cases; its second session
+    FAILed vit_b_16 bf16 straggler ratio 1.013 against a limit of 1.012 that four hosts had set at the 1 % floor. The
+    refit from five hosts (X11 in it) judges both sessions' first attempts without a straggler miss, and still sets
+    every 2-GPU straggler limit below 1.05: the foreign load of `harness selftest` read 2.17 on that host."""
+    profile = load_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
+    limits = [profile.bounds(model, precision).at("max_straggler_ratio", 2)
+              for model in profile.models for precision in profile.precisions]
+    assert limits and all(1.01 < limit < 1.05 for limit in limits)
+    vit = profile.bounds("vit_b_16", "bf16")
+    assert vit.at("max_straggler_ratio", 2) > 1.0134  # the worst of X11's first attempts
 
 
 def test_a_node_of_2_gpus_is_judged_by_its_own_shape_where_the_4_gpu_fit_judged_nothing():
