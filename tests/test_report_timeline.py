@@ -88,6 +88,9 @@ def test_the_budget_is_the_sessions_level_and_width():
     assert budget("quick", "cuda", 8) == (QUICK_BUDGET_S, "a quick check should take")
     assert budget("standard", "cuda", 4) == (SIGN_OFF_BUDGET_S, "a sign-off of up to 4 GPUs should take")
     assert budget("standard", "cuda", 8) == (pytest.approx(1.3 * SIGN_OFF_BUDGET_S), "a sign-off of 8 GPUs should take")
+    # Issue 28 set 4 x H200 a target of its own (180 s); every other kind keeps 210 s.
+    assert budget("standard", "cuda", 4, "h200") == (180.0, "a sign-off of up to 4 GPUs should take")
+    assert budget("standard", "cuda", 4, "h100-80gb") == (SIGN_OFF_BUDGET_S, "a sign-off of up to 4 GPUs should take")
 
 
 def test_a_session_within_the_budget_shows_its_time_without_the_note(cpu_run: Path):

@@ -164,7 +164,7 @@ class HarnessSession:
         for stopped in stopped_since(self.launches_before):
             launches[f"{stopped.name} (stopped while it ran)"] = stopped.elapsed_s
         ctx = self.ctx
-        budget_of = time_budget(ctx.options.level, ctx.device, ctx.node_gpus)
+        budget_of = time_budget(ctx.options.level, ctx.device, ctx.node_gpus, ctx.profile.name)
         records = [record.data for record in read_run_directory(ctx.run_dir).records]
         return session_timeline(records, total_s=(datetime.now(timezone.utc) - started).total_seconds(),
                                 launches_s=launches, budget_of=budget_of)
