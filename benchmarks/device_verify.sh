@@ -9,6 +9,9 @@
 #   default2, default3 the same again (a second and third session on this host)
 #   default-off        the default session with --harness-prestart off (every launch starts at its turn): the
 #                      layout before issue 28's early start, for a same-host comparison
+#   fresh-jit-cache    the default session with an empty CUDA JIT cache (CUDA_CACHE_PATH a new directory), run after
+#                      a first session: if its cold warm-ups come back to a fresh machine's (ResNet-50 1-GPU ~14 s
+#                      against ~7 s), the first session's extra ~20 s is kernel compilation, not the page cache
 #   quick, quick2, quick3  the quick level on the whole node (issue 28 times three sessions)
 #   hidden-gpu3        the quick level with GPU 3 hidden (the missing GPU must be named)
 #   one-nccl-channel   the all-reduce tests with NCCL_MAX_NCHANNELS=1 (a partial interconnect degradation)
@@ -55,6 +58,7 @@ for step in "$@"; do
     case $step in
         default|default2|default3) session "$step" -k "not soak" ;;
         default-off) session "$step" -k "not soak" --harness-prestart off ;;
+        fresh-jit-cache) CUDA_CACHE_PATH=$(mktemp -d /tmp/v/jit-cache.XXXX) session "$step" -k "not soak" ;;
         calibration|calibration2|calibration3) session "$step" -k "not soak" --harness-calibration ;;
         quick|quick2|quick3) session "$step" --harness-level quick ;;
         hidden-gpu3) CUDA_VISIBLE_DEVICES=0,1,2 session hidden-gpu3 --harness-level quick ;;

@@ -84,3 +84,12 @@ def test_a_launch_started_early_ends_on_its_own_when_no_plan_comes(tmp_path, fas
     assert "no plan in 1 s" in (tmp_path / "launch" / "rank0.log").read_text()
     early.stop()
     assert_no_process_left("forgotten")
+
+
+def test_a_start_up_the_plan_came_during_is_the_sessions_time_not_hidden():
+    """A session whose first launch is the started one (``-k scaling``) waits for the imports: only what ran before
+    the plan was written is hidden, so the timeline's start-up is not lost to "other"."""
+    from harness.workloads.ddp import hidden_start_up
+
+    assert hidden_start_up(100.0, 112.0, 140.0) == {"process_start": 0.0, "import": 0.0, "start_up_hidden": 12.0}
+    assert hidden_start_up(100.0, 112.0, 101.0) == {"process_start": 0.0, "import": 11.0, "start_up_hidden": 1.0}

@@ -57,8 +57,16 @@ def run_started_early(plan_path: Path, rank: Rank, wait_s: float) -> None:
     if not wait_for_plan(plan_path, wait_s):
         return
     plan = read_plan(plan_path, BenchmarkPlan)
-    startup_s = {"process_start": 0.0, "import": 0.0, "start_up_hidden": imported_s - launch_epoch(started_s)}
-    ddp_cases.run_cases(plan, rank, process_start_s=PROCESS_START_S, startup_s=startup_s, plan_dir=plan_path.parent)
+    ddp_cases.run_cases(plan, rank, process_start_s=PROCESS_START_S, plan_dir=plan_path.parent,
+                        startup_s=hidden_start_up(launch_epoch(started_s), imported_s, plan_path.stat().st_mtime))
+
+
+def hidden_start_up(launched_s: float, imported_s: float, planned_s: float) -> dict[str, float]:
+    """A started-early launch's start-up as its first case is charged it: what ran before the launcher wrote the
+    plan (at ``planned_s``) was hidden behind earlier launches (``start_up_hidden``, not the session's time); what
+    ran after it, the session waited for (``import``: a session whose first launch is this one hides nothing)."""
+    return {"process_start": 0.0, "import": max(0.0, imported_s - planned_s),
+            "start_up_hidden": max(0.0, min(imported_s, planned_s) - launched_s)}
 
 
 if __name__ == "__main__":
