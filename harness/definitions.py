@@ -66,7 +66,8 @@ DEFINITIONS: dict[str, Definition] = {
         # component and all-reduce launches measure and touch no GPU until their plan; from the plan on, the same
         # cases run in the same order on the same processes. Figure unchanged: shown on one 4 x H100 host, the
         # same session with and without it (docs/data/2026-11-28-h100x4-prestart).
-        fingerprint="fc6be8a68e2e7e44"),
+        # Then a refactor only: a follow-on's wait is workloads/plan.py's wait_for_plan, shared with the early start.
+        fingerprint="2e9c57f51e2d52d5"),
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "
@@ -84,7 +85,8 @@ DEFINITIONS: dict[str, Definition] = {
         # the session (launch/prestart.py): its workers import torch and wait for the plan touching no GPU, then sweep
         # exactly as before. Figure unchanged: shown on one 4 x H100 host, the same session with and without it
         # (docs/data/2026-11-28-h100x4-prestart).
-        fingerprint="daa4ecb8514a4e82"),
+        # Then a refactor only: the early start's phase and wait shared with the training worker (wait_started_early).
+        fingerprint="802ef4456c05b4d5"),
 }
 
 

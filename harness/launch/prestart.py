@@ -19,8 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.launch.cleanup import clear_run_dir, kill_run
@@ -47,7 +46,6 @@ class Started:
     run_dir: Path
     run_id: str
     process: subprocess.Popen
-    since: float = field(default_factory=time.time)
 
     def adopt(self, launch: LaunchSettings, command: list[str], run_dir: Path, run_id: str) -> subprocess.Popen | None:
         """Its torchrun, for ``run_job`` to hand the plan to, when it is the launch asked for and still running;

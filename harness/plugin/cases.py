@@ -114,19 +114,19 @@ def allreduce_params(ctx: SessionContext) -> list[Any]:
     return params or [no_cases_param("no GPU count above 1 is selected: an all-reduce needs two")]
 
 
+def _running_params(items: list[pytest.Item]) -> list[dict]:
+    """The parameters of each test that will run (not skipped, not deselected), in test order."""
+    return [getattr(getattr(item, "callspec", None), "params", {}) for item in items
+            if item.get_closest_marker("skip") is None]
+
+
 def planned_cases(items: list[pytest.Item]) -> list[CaseId]:
     """The scaling cases that will run (not skipped, not deselected), in test order."""
-    planned = []
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        case = params.get("weak_case") or params.get("strong_case")
-        if isinstance(case, CaseId) and item.get_closest_marker("skip") is None:
-            planned.append(case)
-    return planned
+    return [case for params in _running_params(items)
+            for case in (params.get("weak_case") or params.get("strong_case"),) if isinstance(case, CaseId)]
 
 
 def planned_allreduce(items: list[pytest.Item]) -> list[int]:
     """The GPU counts of the all-reduce tests that will run (not skipped, not deselected), in test order."""
-    return [count for item in items if item.get_closest_marker("skip") is None
-            for count in (getattr(getattr(item, "callspec", None), "params", {}).get("allreduce_gpus"),)
-            if isinstance(count, int)]
+    return [count for params in _running_params(items)
+            for count in (params.get("allreduce_gpus"),) if isinstance(count, int)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from harness.cases import CaseId
@@ -74,9 +75,14 @@ class CaseLauncher:
         if len(runs) * ctx.options.repeats < 2:
             return  # a one-run launch is a plain launch (launch_group)
         widest = max((spec for _, spec in runs), key=lambda spec: spec.gpus_per_node).launch
-        launch_dir = ctx.log_dir(f"launch{self.launches + 1}-{widest.gpus_per_node}gpu")
+        launch_dir = self.launch_dir(self.launches + 1, widest.gpus_per_node)
         self.started = prestart.start_early(widest, group_launch_command(launch_dir, widest), launch_dir,
                                             shared_launch.group_launch_id(launch_dir))
+
+    def launch_dir(self, number: int, width: int) -> Path:
+        """The log directory of the session's ``number``-th shared launch, ``width`` GPUs wide: where a launch started
+        early waits is where the launch that takes it runs."""
+        return self.ctx.log_dir(f"launch{number}-{width}gpu")
 
     def take_started(self) -> prestart.Started | None:
         started, self.started = self.started, None
@@ -162,7 +168,7 @@ class CaseLauncher:
             records = shared_launch.run_benchmark_group(
                 [s for _, s in runs], [ctx.log_dir(name) for name, _ in runs],
                 [f"{ctx.run_id}-{name}" for name, _ in runs],
-                ctx.log_dir(f"launch{self.launches}-{width}gpu"), follow_on=follow_on if then is not None else None,
+                self.launch_dir(self.launches, width), follow_on=follow_on if then is not None else None,
                 started=started)
         for (name, _), record in zip(handed, records, strict=True):
             write_record(ctx.record_path(name), record)

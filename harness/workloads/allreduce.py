@@ -35,7 +35,7 @@ from harness.rank import ProcessGroup, Rank, run_rank, start_process_group
 from harness.files import write_json_atomic
 from harness.workloads.busbw import MIB, bus_bandwidth_gbps, iterations_for, message_sizes, size_label
 from harness.workloads.plan import (ALLREDUCE_RESULT_FILE, AllReducePlan, plan_argument, prestart_wait_s,
-                                    read_plan, wait_for_plan)
+                                    read_plan, wait_started_early)
 
 PATTERN_PERIOD = 1009
 """A prime: buffer sizes and chunk offsets are powers of two, so no misplaced chunk lines up with the pattern."""
@@ -121,8 +121,7 @@ def sweep_started_early(plan_path: Path, rank: Rank, wait_s: float) -> None:
     """Import torch (the start-up this launch hides), wait for the plan touching no GPU, then sweep as any launch."""
     import torch.distributed  # noqa: F401 - loaded now, while the launches before this one measure
 
-    rank.phase.write("waiting for the plan", expected_s=wait_s)
-    if wait_for_plan(plan_path, wait_s):
+    if wait_started_early(plan_path, rank.phase, wait_s):
         sweep(read_plan(plan_path, AllReducePlan), rank)
 
 

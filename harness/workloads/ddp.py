@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from harness.rank import Rank, launch_epoch, run_rank
-from harness.workloads.plan import BenchmarkPlan, plan_argument, prestart_wait_s, read_plan, wait_for_plan
+from harness.workloads.plan import BenchmarkPlan, plan_argument, prestart_wait_s, read_plan, wait_started_early
 
 PROCESS_START_S = time.time()
 
@@ -53,8 +53,7 @@ def run_started_early(plan_path: Path, rank: Rank, wait_s: float) -> None:
     from harness.workloads import ddp_cases
 
     imported_s = time.time()
-    rank.phase.write("waiting for the plan", expected_s=wait_s)
-    if not wait_for_plan(plan_path, wait_s):
+    if not wait_started_early(plan_path, rank.phase, wait_s):
         return
     plan = read_plan(plan_path, BenchmarkPlan)
     ddp_cases.run_cases(plan, rank, process_start_s=PROCESS_START_S, plan_dir=plan_path.parent,

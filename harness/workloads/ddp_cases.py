@@ -33,7 +33,7 @@ from harness.records import Versions, write_record
 from harness.workloads import compilecache, faults, recipe
 from harness.workloads.ddp_record import build_record
 from harness.workloads.models import get_model
-from harness.workloads.plan import FOLLOW_ON_FILE, RECORD_FILE, BenchmarkPlan, CasePlan, read_plan
+from harness.workloads.plan import FOLLOW_ON_FILE, RECORD_FILE, BenchmarkPlan, CasePlan, read_plan, wait_for_plan
 from harness.workloads.window import fixed_window_steps, measure_adaptively, warm_up, window_timer
 
 
@@ -115,16 +115,9 @@ def follow_on(plan_dir: Path, number: int, hold_s: float, launch: LaunchCases) -
     rank.phase.enter_case(None, launch.index)
     rank.phase.write("waiting", expected_s=hold_s)
     path = plan_dir / FOLLOW_ON_FILE.format(number=number)
-    deadline = time.time() + hold_s
-    while not path.exists() and time.time() < deadline:
-        time.sleep(FOLLOW_ON_POLL_S)
-    cases = read_plan(path, BenchmarkPlan).cases if path.exists() else ()
+    cases = read_plan(path, BenchmarkPlan).cases if wait_for_plan(path, hold_s) else ()
     agreed = launch.group.across_ranks(1.0 if cases else 0.0, dist.ReduceOp.MIN)
     return cases if agreed > 0 else ()
-
-
-FOLLOW_ON_POLL_S = 0.05
-"""How often a holding rank looks for the launcher's next plan: a re-measure waits at most this long for it."""
 
 
 def settle_key(case: CasePlan) -> tuple:

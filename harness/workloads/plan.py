@@ -25,11 +25,22 @@ Device = Literal["cuda", "cpu"]
 
 PLAN_FILE = "plan.json"
 FOLLOW_ON_FILE = "more{number}.json"
+"""A follow-on plan for a launch that holds (``BenchmarkPlan.hold_s``): more cases for the same processes, written by
+the launcher beside plan.json, numbered from 1; one with no cases ends the launch."""
+RECORD_FILE = "record.json"
+"""The benchmark's run record (harness/records.py), in each case's directory."""
+ALLREDUCE_RESULT_FILE = "allreduce.json"
+SOAK_RESULT_FILE = "soak.json"
+SOAK_PROGRESS_FILE = "soak_windows.json"
+"""The soak's windows so far, rewritten after every window: a soak that dies still shows how far it got."""
+
+
 PRESTART_WAIT_ENV = "HARNESS_PRESTART_WAIT_S"
 """Set on the workers of a launch started before its turn (harness/launch/prestart.py): how long they wait for
 PLAN_FILE before they end on their own."""
 PLAN_POLL_S = 0.05
-"""How often such a worker looks for its plan: its work begins at most this long after the launcher wrote it."""
+"""How often a worker looks for a plan the launcher has yet to write (a launch started early, a holding launch's
+follow-on): its work begins at most this long after it was written."""
 
 
 def prestart_wait_s() -> float | None:
@@ -39,23 +50,24 @@ def prestart_wait_s() -> float | None:
 
 
 def wait_for_plan(plan_path: Path, wait_s: float) -> bool:
-    """Until the launcher writes ``plan_path`` (True), or ``wait_s`` passed without it (False: the launcher did not
-    take this launch, and the worker ends)."""
+    """Until the launcher writes ``plan_path`` (True), or ``wait_s`` passed without it (False)."""
     deadline = time.time() + wait_s
     while not plan_path.exists():
         if time.time() > deadline:
-            print(f"[harness worker] no plan in {wait_s:.0f} s: the launcher did not take this launch", flush=True)
             return False
         time.sleep(PLAN_POLL_S)
     return True
-"""A follow-on plan for a launch that holds (``BenchmarkPlan.hold_s``): more cases for the same processes, written by
-the launcher beside plan.json, numbered from 1; one with no cases ends the launch."""
-RECORD_FILE = "record.json"
-"""The benchmark's run record (harness/records.py), in each case's directory."""
-ALLREDUCE_RESULT_FILE = "allreduce.json"
-SOAK_RESULT_FILE = "soak.json"
-SOAK_PROGRESS_FILE = "soak_windows.json"
-"""The soak's windows so far, rewritten after every window: a soak that dies still shows how far it got."""
+
+
+def wait_started_early(plan_path: Path, phase: Any, wait_s: float) -> bool:
+    """A started-early worker's wait (its imports done): says so in its phase file (``phase``: harness/rank.py's
+    RankPhase), then waits for its plan; False, saying why in its log, when none came (the launcher did not take
+    this launch, and the worker ends)."""
+    phase.write("waiting for the plan", expected_s=wait_s)
+    if wait_for_plan(plan_path, wait_s):
+        return True
+    print(f"[harness worker] no plan in {wait_s:.0f} s: the launcher did not take this launch", flush=True)
+    return False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
