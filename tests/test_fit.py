@@ -16,7 +16,7 @@ from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.profile.load import load_profile
 from harness.records import write_record
 from harness.tools.calibrate import CalibrationError
-from harness.tools.calibrate.fit import apply, check_hosts, cli_fit, fit
+from harness.tools.calibrate.fit import apply, check_hosts, cli_fit, fit, held_out_sessions, report
 from harness.tools.calibrate.sessions import Figure, Session, read_session
 
 from test_records import full_record
@@ -68,6 +68,18 @@ def test_a_host_outside_what_the_others_show_fails_leave_one_host_out(tmp_path):
             session(tmp_path, "c", "c", 1000.0, 900.0)]
     efficiency = next(f for f in fit([read_session(d) for d in dirs]) if f.key == "min_weak_efficiency")
     assert efficiency.held_out_failures == ("c",)
+
+
+def test_the_report_states_the_false_fail_rate_measured_leave_one_host_out(three_hosts):
+    sessions = [read_session(d) for d in three_hosts]
+    fitted = fit(sessions)
+    efficiency = next(f for f in fitted if (f.key, f.gpus) == ("min_weak_efficiency", 2))
+    assert len(efficiency.held_out_judged) == 4  # every session's host has others beside it
+    missed, tried = held_out_sessions(fitted)
+    assert tried == 4 and missed == len({s for f in fitted for s in f.held_out_failures}) >= 1
+    said = report(fitted, sessions)
+    assert f"{missed} of 4 sessions miss at least one bound fitted without their host" in said
+    assert "| 1 of 4 |" in said  # the efficiency's own row: a2 of four sessions
 
 
 def test_a_least_tolerance_widens_every_bound(three_hosts):
@@ -514,7 +526,7 @@ def test_apply_inserts_a_missing_key_before_source():
     from harness.tools.calibrate.fit import Fitted
 
     fitted = [Fitted(table="models.resnet50.bf16", key="max_step_time_cv", gpus=2, ref=0.01, tol=1.0, hosts=3, runs=3,
-                     spread=0.1, worst=0.015, held_out_failures=(), false_fail_rate=None)]
+                     spread=0.1, worst=0.015, held_out_failures=())]
     out = apply(text, fitted, "")
     assert out.splitlines()[2].startswith("max_step_time_cv = { 2 = { ref = 0.01, tol = 1, hosts = 3")
     assert out.splitlines()[3] == 'source = "x"'
@@ -532,15 +544,14 @@ def test_a_fit_of_one_node_shape_refuses_to_drop_another_shapes_bounds_unless_as
             'min_samples_per_sec_per_gpu = { 4 = { ref = 3982.75, tol = 0.05, hosts = 6, runs = 9, spread = 0.006 } }\n'
             f'source = "x"\n[definitions]\ntraining = "{current_id("training")}"\n')
     one_gpu = [Fitted(table="models.resnet50.bf16", key="min_samples_per_sec_per_gpu", gpus=1, ref=4100.0, tol=0.05,
-                      hosts=3, runs=3, spread=0.01, worst=4050.0, held_out_failures=(), false_fail_rate=None)]
+                      hosts=3, runs=3, spread=0.01, worst=4050.0, held_out_failures=())]
     with pytest.raises(CalibrationError, match=r"\[models.resnet50.bf16\] min_samples_per_sec_per_gpu has bounds for "
                                                r"4 GPUs that these sessions did not measure.*--drop-unfitted"):
         apply(text, one_gpu, "")
     assert "{ 1 = { ref = 4100" in apply(text, one_gpu, "", drop_unfitted=True)
     assert "4 = " not in apply(text, one_gpu, "", drop_unfitted=True).splitlines()[2]
     both = [*one_gpu, Fitted(table="models.resnet50.bf16", key="min_samples_per_sec_per_gpu", gpus=4, ref=3990.0,
-                             tol=0.05, hosts=3, runs=3, spread=0.01, worst=3950.0, held_out_failures=(),
-                             false_fail_rate=None)]
+                             tol=0.05, hosts=3, runs=3, spread=0.01, worst=3950.0, held_out_failures=())]
     assert apply(text, both, "").splitlines()[2].startswith("min_samples_per_sec_per_gpu = { 1 = { ref = 4100")
 
     profile = tmp_path / "h100-80gb.toml"
