@@ -7,11 +7,16 @@ It waits until a rank phase file under ``--watch`` (the session's report directo
 probe or measure (with ``--case``, only that case's: its log directory's name, so that the 1-GPU reference the
 launch runs seconds before it is measured unloaded, as on a node where the load comes later), waits ``--delay``
 seconds more, then loads for at most ``--seconds``: on a GPU a
-matmul loop (the GPU of ``CUDA_VISIBLE_DEVICES``; its CUDA context is made only then, because the
-session refuses to start while a foreign process holds a GPU), on CPU ``--per-core`` busy processes
+matmul loop (the GPU of ``CUDA_VISIBLE_DEVICES``), on CPU ``--per-core`` busy processes
 pinned to each core of ``--cores``, each in a session of its own. It writes ``--started`` (its pids)
 once the load runs, so the selftest knows it landed; SIGTERM ends it and its children, and they
 die with it.
+
+On a GPU the CUDA context is made once any case of the session runs, not before (the session refuses to start
+while a foreign process holds a GPU), and with ``--case`` not at that case's own start either: making a context
+and its matrices takes seconds, and a hot 2-GPU case (1 s warm-up, 2 s window) had ended before the load began
+(nvidia-h200-x2, 2026-11-28: the degradation PASSED). So the context is made, idle, while the launch's earlier
+cases run, and the loop begins within a poll of the case's warm-up.
 """
 
 from __future__ import annotations
@@ -61,13 +66,22 @@ def _write_started(path: Path, pids: list[int], device: str) -> None:
     tmp.replace(path)
 
 
-def gpu_load(seconds: float, started: Path) -> None:
-    # Late: this process must hold no CUDA context (nor pay for torch) before the case runs.
-    import torch
+def gpu_ready():
+    """The matmul operands on the GPU: the CUDA context made, nothing running on it yet."""
+    import torch  # late: the CPU load never pays for torch
 
     device = torch.device("cuda", 0)
     a = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device=device, dtype=torch.float16)
     b = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device=device, dtype=torch.float16)
+    torch.cuda.synchronize(device)
+    return a, b
+
+
+def gpu_load(operands, seconds: float, started: Path) -> None:
+    import torch
+
+    a, b = operands
+    device = a.device
     _write_started(started, [os.getpid()], "cuda")
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -125,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-core", type=int, default=1, help="cpu: busy processes per core")
     ns = parser.parse_args(argv)
     deadline = time.monotonic() + ns.seconds
+    operands = None
+    if ns.device == "cuda":
+        # Made once the session's launch runs a case (its busy-GPU check is behind it), before ``--case`` starts.
+        if not wait_for_case(ns.watch, deadline):
+            print(f"foreign_load: no case started under {ns.watch} within {ns.seconds:g} s; nothing loaded", flush=True)
+            return 1
+        operands = gpu_ready()
     if not wait_for_case(ns.watch, deadline, ns.case):
         print(f"foreign_load: no case started under {ns.watch} within {ns.seconds:g} s; nothing loaded", flush=True)
         return 1
@@ -132,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     remaining = max(0.0, deadline - time.monotonic())
     print(f"foreign_load: case running; loading {ns.device} for up to {remaining:.0f} s (pid {os.getpid()})",
           flush=True)
-    if ns.device == "cuda":
-        gpu_load(remaining, ns.started)
+    if operands is not None:
+        gpu_load(operands, remaining, ns.started)
     else:
         cores = [int(c) for c in ns.cores.split(",") if c.strip()] or sorted(os.sched_getaffinity(0))
         cpu_load(cores, max(1, ns.per_core), remaining, ns.started)
