@@ -609,3 +609,30 @@ def test_hosts_outside_the_fit_miss_only_figures_a_session_confirms_before_it_fa
     # (read from the cut launch's case directories)
     assert _first_attempts_judged(HOST_L / "20261128-014705-vm-h100-80gb-1319") == (24, 16, [
         ("resnet152-fp16-1gpu", "gpu_uniformity", 0.955)])
+
+
+H200X2 = REPO / "docs" / "data" / "2026-11-28-h200x2-calibration" / "sessions"
+H200X2_HELD_OUT = REPO / "docs" / "data" / "2026-11-28-h200x2-held-out" / "sessions" / "20261128-080543-vm-h200-x2-646"
+
+
+def test_the_shipped_h200_x2_bounds_come_out_of_their_calibration_sessions_and_a_fourth_host_meets_them():
+    """thresholds/h200-x2.toml (nodes of 2 H200s) from its 4 calibration sessions on 3 hosts (2026-11-28), every
+    bound reproduced; the default session of a fourth host, which PASSed on the GPUs, meets every one of them."""
+    shipped = load_profile(REPO / "thresholds" / "h200-x2.toml")
+    fitted = fit([read_session(folder) for folder in sorted(H200X2.iterdir())])
+    for bound in fitted:
+        reference = shipped_reference(shipped, bound)
+        assert reference is not None, bound
+        assert (reference.ref, reference.tol, reference.hosts) == (
+            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), 3), bound
+    assert len(fitted) == 59
+    judged = 0
+    for figure in read_session(H200X2_HELD_OUT).figures:
+        reference = shipped_reference(shipped, figure)
+        if reference is None:
+            continue
+        judged += 1
+        higher_is_worse = figure.key.startswith("max_")
+        limit = reference.limit(lower_is_worse=not higher_is_worse)
+        assert figure.value <= limit if higher_is_worse else figure.value >= limit, (figure, reference)
+    assert judged >= 59
