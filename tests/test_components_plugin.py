@@ -143,6 +143,73 @@ def test_a_site_jobs_required_test_that_is_missing_keeps_the_session_from_passin
     assert verdict["required_total"] == 4 and verdict["required_selected"] == 3  # gemm, memory, site check
 
 
+SITE_JOB_WITH_RUNNER = """
+from dataclasses import dataclass
+
+from harness.jobs.job import Job, KindRunner
+from harness.plugin.results import CheckedResult
+from harness.results.check import Check
+
+
+@dataclass(kw_only=True)
+class ScratchRunner(KindRunner):
+    ctx: object
+    gbps: float | None = None
+
+    def measure(self):
+        self.gbps = {gbps}
+        check = Check(name="scratch bandwidth", kind="performance", measured=self.gbps, bound=1.0, unit="GB/s",
+                      comparison=">=", passed=self.gbps >= 1.0)
+        return CheckedResult(name="scratch", context="site, scratch", checks=[check], bounds={{"min_gbps": 1.0}})
+
+    def summary(self):
+        return None if self.gbps is None else {{"gbps": self.gbps}}
+
+    def launches_s(self):
+        return {{}} if self.gbps is None else {{"scratch probe": 0.5}}
+
+
+def pytest_harness_jobs(config):
+    return [Job(name="site check", tests=("test_site_check",), level="quick",
+                required=lambda need: ["test_site_check"], section="site_scratch", runner=ScratchRunner)]
+"""
+SITE_TEST_WITH_RUNNER = """
+def test_site_check(harness):
+    harness.assert_passed(harness.keep(harness.runner("site_scratch").measure()))
+"""
+
+
+@pytest.mark.parametrize("gbps, outcome", [(2.0, "passed"), (0.5, "failed")])
+def test_a_site_job_brings_its_runner_whose_section_and_launches_the_session_writes(suite, pytester, gbps, outcome):
+    """Issue 29: a kind of job reached through its Job declaration only -- the session builds its runner, writes its
+    session.json section and its launches' time, and its test reaches it by section; no harness module names it."""
+    run, _ = suite
+    pytester.makeconftest(SITE_JOB_WITH_RUNNER.format(gbps=gbps))
+    pytester.makepyfile(test_site=SITE_TEST_WITH_RUNNER)
+    result = run("--level", "quick")
+    result.assert_outcomes(passed=2 + (outcome == "passed"), failed=outcome == "failed", skipped=2)
+    session = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
+    assert session["site_scratch"] == {"gbps": gbps}
+    assert session["timeline"]["launches_s"]["scratch probe"] == 0.5
+    assert session["session_verdict"]["verdict"] == ("PASS" if outcome == "passed" else "FAIL")
+
+
+@pytest.mark.parametrize("conftest, message", [
+    ("from harness.jobs.job import Job\ndef pytest_harness_jobs(config):\n    return [Job(name='s', "
+     "tests=('test_site_check',), level='quick', required=lambda need: [], section='results', runner=dict)]\n",
+     "*section 'results' is one of session.json's own keys*"),
+    ("from harness.jobs.job import Job\ndef pytest_harness_jobs(config):\n    return [Job(name='s', "
+     "tests=('test_site_check',), level='quick', required=lambda need: [], section='mine')]\n",
+     "*job 's' names section 'mine', which no job's runner writes*"),
+])
+def test_a_site_jobs_section_must_be_its_own_and_have_a_runner(suite, pytester, conftest, message):
+    run, _ = suite
+    pytester.makeconftest(conftest)
+    result = run("--collect-only")
+    assert result.ret != 0
+    (result.stderr if result.ret == pytest.ExitCode.USAGE_ERROR else result.stdout).fnmatch_lines([message])
+
+
 def test_a_gpu_no_rank_reported_fails_rather_than_skips(suite, monkeypatch):
     run, _ = suite
 

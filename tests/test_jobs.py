@@ -77,3 +77,15 @@ def test_every_kind_of_job_the_harness_ships_requires_its_tests_somewhere():
     for job in JOBS:
         asked = {name for profile in profiles for name in job.required(Requirement(profile=profile, expected_gpus=4))}
         assert asked and all(job_of(name) is job for name in asked), job.name
+
+
+def test_a_job_with_a_runner_names_its_section_and_no_section_is_session_jsons_own():
+    def runner(**_):
+        raise AssertionError("not built here")
+
+    with pytest.raises(ValueError, match="has a runner but no section"):
+        Job(name="x", tests=("test_x",), level="quick", required=lambda need: [], runner=runner)
+    with pytest.raises(ValueError, match="section 'timeline' is one of session.json's own keys"):
+        Job(name="x", tests=("test_x",), level="quick", required=lambda need: [], section="timeline", runner=runner)
+    shared = Job(name="x", tests=("test_x",), level="quick", required=lambda need: [], section="interconnect")
+    assert with_site_jobs([shared])[-1] is shared  # the all-reduce and topology's runner writes it

@@ -292,3 +292,17 @@ def test_no_folder_level_import_cycle():
 
     cycles = [cycle for part in sorted(edges) if part not in seen and (cycle := walk(part, []))]
     assert cycles == []
+
+
+KIND_RUNNERS = ("harness.plugin.interconnect", "harness.plugin.soak")
+"""The runners of the kinds of job with one (harness/plugin/kinds.py attaches them to their Job entries)."""
+
+
+def test_the_session_reaches_a_kind_only_through_its_job():
+    """Issue 29: the session builds each kind's runner from its Job declaration and reaches it through KindRunner;
+    only the module that attaches the runners (plugin/kinds.py) and the fixture whose methods call them import a
+    kind's runner, and nothing below the plugin does."""
+    importers = {name for name, path in MODULES.items()
+                 if set(KIND_RUNNERS) & _top_level_imports(path, name, type_only_too=True)}
+    assert importers <= {"harness.plugin.kinds", "harness.plugin.fixture", *KIND_RUNNERS}, importers
+    assert "harness.plugin.session" not in importers

@@ -7,7 +7,7 @@ and the verdict's required set alike: a mismatch between the two would make a re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from harness.profile.bounds import Profile
 
@@ -73,6 +73,34 @@ class Requirement:
         return [n for n in sorted(set(self.profile.gpu_counts)) if n <= self.expected_gpus]
 
 
+class KindRunner:
+    """What the session asks of a kind's runner, whatever the kind: the session holds one per ``Job.section``,
+    built by the job's ``runner`` at its start, and reaches the kind only through these (its tests reach the rest
+    through ``harness.runner(section)``). The defaults do nothing, so a runner says only what it has."""
+
+    def connect(self, say: Callable[[str], None]) -> None:
+        """Where the runner's progress lines go while it runs (the session's terminal)."""
+
+    def start_early(self, items: Sequence[Any]) -> None:
+        """Start what can start before its test runs (the collected pytest items say what will run)."""
+
+    def summary(self) -> dict | None:
+        """Its section of session.json and report.json; None when it measured nothing."""
+        return None
+
+    def launches_s(self) -> dict[str, float]:
+        """Its launches' wall time in seconds by name, for the session's timeline."""
+        return {}
+
+
+RESERVED_SECTIONS = frozenset({
+    "run_id", "run_dir", "started_at", "finished_at", "profile", "hardware", "command_line", "harness_version",
+    "slurm", "git_commit", "container", "stack", "definitions", "overrides", "expected_environment",
+    "orphans_stopped", "warnings", "results", "timeline", "gpu_state", "session_verdict", "exitstatus",
+    "interrupted", "level"})
+"""session.json's own keys (harness/plugin/session.py, outputs.py): no kind's section may take one."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Job:
     """One kind of job. A test of an acceptance session that no job owns is refused at collection
@@ -90,9 +118,20 @@ class Job:
     user's narrowing (a partial scope), not a missing test."""
     missing_hint: str = ""
     """Said after "not collected" when a required test of it is missing."""
+    section: str | None = None
+    """Its runner's key in session.json (``interconnect``); jobs naming one section share one runner."""
+    runner: Callable[..., KindRunner] | None = None
+    """Builds that runner when the session starts, called as ``runner(ctx=...)`` with the session's context
+    (harness/plugin/context.SessionContext). Jobs without one are run by the session's own parts (the DDP cases,
+    components, GPU state)."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise ValueError(f"job {self.name!r}: level {self.level!r} is not one of {', '.join(LEVELS)}")
         if not self.tests:
             raise ValueError(f"job {self.name!r} owns no test")
+        if self.runner is not None and not self.section:
+            raise ValueError(f"job {self.name!r} has a runner but no section: name its key in session.json")
+        if self.section in RESERVED_SECTIONS:
+            raise ValueError(f"job {self.name!r}: section {self.section!r} is one of session.json's own keys; "
+                             "choose another name")

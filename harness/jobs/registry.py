@@ -88,17 +88,18 @@ NODE_SHAPE = Job(name="node shape", tests=("test_node_shape",), level="quick", r
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
                 missing_hint=" (a GPU the node should have is not visible)")
 TOPOLOGY = Job(name="topology", tests=("test_topology",), level="quick", required=_topology,
-               missing_hint=NOT_COLLECTED.format(test="test_topology"))
+               missing_hint=NOT_COLLECTED.format(test="test_topology"), section="interconnect")
 COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_copy"), level="quick",
                  required=_components)
 DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
                   required=_ddp_scaling, narrowed_by_matrix=True)
 ALLREDUCE = Job(name="all-reduce", tests=("test_allreduce_bus_bandwidth",), level="standard", required=_allreduce,
-                narrowed_by_matrix=True)
-SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak)
+                narrowed_by_matrix=True, section="interconnect")
+SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak, section="soak")
 
 JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALING, ALLREDUCE, SOAK)
-"""Every kind of job the harness ships, in the order their tests' names are required."""
+"""Every kind of job the harness ships, in the order their tests' names are required. The runners of those with
+a section are attached where the plugin starts (harness/plugin/kinds.py): this floor knows no runner."""
 
 
 def function_of(test_name: str) -> str:
@@ -121,6 +122,9 @@ def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = JOBS) -> tuple
             raise ValueError(f"pytest_harness_jobs returned {job!r}: expected harness.jobs.job.Job")
         if any(job.name == other.name for other in merged):
             raise ValueError(f"pytest_harness_jobs: a job named {job.name!r} already exists")
+        if job.section is not None and job.runner is None and all(other.section != job.section for other in merged):
+            raise ValueError(f"pytest_harness_jobs: job {job.name!r} names section {job.section!r}, which no job's "
+                             "runner writes: give it a runner")
         claimed = [(test, other.name) for other in merged for test in job.tests if test in other.tests]
         if claimed:
             raise ValueError(f"pytest_harness_jobs: job {job.name!r} claims {claimed[0][0]}, which job "

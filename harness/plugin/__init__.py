@@ -9,7 +9,8 @@ ini file (acceptance/pytest.ini sets it). Then, before any test runs, it reads t
 This module holds only the hooks and the ``harness`` fixture; the session lives in
 ``config.stash``. The rest of the plugin, one concept per module: options, context (what the session
 knows from its start), cases (the parameters), specs (what is launched), launching (grouped
-launches, repeats, baselines), interconnect and soak (their runs), results (what a test hands to
+launches, repeats, baselines), kinds (the runners of the kinds of job with one: interconnect and soak,
+reached through ``Job.runner``), results (what a test hands to
 the report), outputs (report.json, junit.xml, session.json, report.html), rundir, provenance.
 """
 
@@ -21,8 +22,8 @@ from harness.cases import SCALINGS
 from harness.launch import heartbeat, prestart, supervise
 from harness.launch.supervise import stop_on_sigterm
 from harness.plugin import components, hookspecs, levels
-from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_allreduce,
-                                  planned_cases, scaling_params)
+from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
+                                  scaling_params)
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
 from harness.plugin.options import (add_options, add_short_options, ini_declares_acceptance, parse_options,
@@ -72,8 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _active(config) or hasattr(config, "workerinput") or _shows_information_only(config):
         return
     refuse_cache_options(config)
-    levels.gather_jobs(config)  # a site's bad job is refused before anything starts
-    session = start_session(config, parse_options(config))
+    jobs = levels.gather_jobs(config)  # a site's bad job is refused before anything starts
+    session = start_session(config, parse_options(config), jobs)
     config.stash[SESSION_KEY] = session
     if not session.collect_only:
         outcomes = SessionOutcomes(harness_session=session)
@@ -82,7 +83,8 @@ def pytest_configure(config: pytest.Config) -> None:
         route_reports(config, session, outcomes)
         progress = SessionProgress(config=config, results=session.results)
         config.pluginmanager.register(progress, "harness-progress")
-        session.soak.say = progress.say
+        for runner in session.runners.values():
+            runner.connect(progress.say)
         session.confirmations.say = progress.say
         heartbeat.SINK = progress.say  # a line per launch every 20 s, through pytest's terminal
         session.gpu_state.start()
@@ -158,7 +160,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if harness_session is not None:
         harness_session.cases.planned.extend(planned_cases(session.items))
         if not session.config.option.collectonly:  # their start-ups run while the component launch measures
-            harness_session.interconnect.start_early(planned_allreduce(session.items))
+            for runner in harness_session.runners.values():
+                runner.start_early(session.items)
             harness_session.cases.start_early()
 
 

@@ -8,15 +8,19 @@ GPU, as the all-reduce sweeps did).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from harness import definitions
 from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
 from harness.checks.judged import not_judged
+from harness.jobs.job import KindRunner
 from harness.launch import allreduce, prestart
 from harness.launch.command import launch_command
 from harness.node.processes import busy_gpu_message
 from harness.node.topology import read_topology
+from harness.plugin.cases import planned_allreduce
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import allreduce_spec
@@ -25,7 +29,7 @@ from harness.results.telemetry_summary import read_telemetry
 
 
 @dataclass(kw_only=True)
-class InterconnectRuns:
+class InterconnectRuns(KindRunner):
     ctx: SessionContext
     sweeps: dict[int, allreduce.AllReduceRun] = field(default_factory=dict)
     """GPU count -> the all-reduce sweep on that many GPUs, measured once per session."""
@@ -34,7 +38,14 @@ class InterconnectRuns:
     started: dict[int, prestart.Started] = field(default_factory=dict)
     """GPU count -> its sweep's launch, started with the session (``start_early``) until the sweep takes it."""
 
-    def start_early(self, counts: list[int]) -> None:
+    def start_early(self, items: Sequence[Any]) -> None:
+        """Start the sweeps the collected ``items`` will ask for, now."""
+        self.start_sweeps_early(planned_allreduce(list(items)))
+
+    def launches_s(self) -> dict[str, float]:
+        return {f"all-reduce {gpus} GPUs": run.elapsed_s or 0.0 for gpus, run in self.sweeps.items()}
+
+    def start_sweeps_early(self, counts: list[int]) -> None:
         """Start the sweeps of ``counts`` GPUs now (issue 28): their workers start and import torch while the
         component launch measures, touching no GPU until their plan (harness/launch/prestart.py); ~9 s of each
         sweep's 14 s on 4 x H100 was start-up. ``--harness-prestart`` says where (auto: on GPUs)."""

@@ -13,25 +13,28 @@ from dataclasses import dataclass
 import pytest
 
 from harness.jobs.job import Job, level_rank
-from harness.jobs.registry import JOBS, job_of, with_site_jobs
+from harness.jobs.registry import job_of, with_site_jobs
+from harness.plugin.kinds import shipped_jobs
 
 JOBS_KEY = pytest.StashKey[tuple[Job, ...]]()
 
 
 def gather_jobs(config: pytest.Config) -> tuple[Job, ...]:
     """The harness's jobs and every one a site's ``pytest_harness_jobs`` returned; a bad one is a usage error."""
-    added = [job for returned in config.hook.pytest_harness_jobs(config=config) for job in (returned or ())]
     try:
-        jobs = with_site_jobs(added)
+        # A Job refuses a bad declaration as it is made (an unknown level, a reserved section): inside the hook.
+        added = [job for returned in config.hook.pytest_harness_jobs(config=config) for job in (returned or ())]
+        jobs = with_site_jobs(added, shipped_jobs())
     except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(f"pytest_harness_jobs: {exc}" if not str(exc).startswith("pytest_harness_jobs")
+                                else str(exc)) from None
     config.stash[JOBS_KEY] = jobs
     return jobs
 
 
 def session_jobs(config: pytest.Config) -> tuple[Job, ...]:
     """The jobs ``gather_jobs`` found at configure (the harness's own before it ran)."""
-    return config.stash.get(JOBS_KEY, JOBS)
+    return config.stash.get(JOBS_KEY, None) or shipped_jobs()
 
 
 def level_of(item: pytest.Item, jobs: tuple[Job, ...]) -> str:

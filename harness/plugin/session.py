@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +28,7 @@ from harness.cases import CaseId
 from harness.checks import confirm, verdict
 from harness.results.check import Check
 from harness.checks.straggler import name_straggler
+from harness.jobs.job import Job, KindRunner
 from harness.launch.cleanup import Orphan, stop_orphans, survey
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
 from harness.launch.supervise import STOPPED_LAUNCHES, stopped_since
@@ -40,13 +42,11 @@ from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateRunner
 from harness.plugin.components import COMPONENTS_KEY
 from harness.plugin.confirming import Confirmations
-from harness.plugin.interconnect import InterconnectRuns
 from harness.plugin.launching import CaseLauncher
 from harness.plugin.options import HarnessOptions, check_run_options
 from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.rundir import make_run_dir, make_run_id
-from harness.plugin.soak import SoakRunner
 from harness.run_directory import read_run_directory
 from harness.timeline import budget as time_budget
 from harness.timeline import timeline as session_timeline
@@ -66,9 +66,11 @@ class HarnessSession:
     config: pytest.Config
     ctx: SessionContext
     cases: CaseLauncher
-    interconnect: InterconnectRuns
-    soak: SoakRunner
     gpu_state: GpuStateRunner
+    runners: dict[str, KindRunner] = field(default_factory=dict)
+    """Section -> the runner of the kinds of job that write it (``Job.runner``, harness/plugin/kinds.py): the
+    all-reduce and topology's ``interconnect``, the soak's ``soak``, a site's own. The session reaches them only
+    through ``KindRunner``; their tests through ``harness.runner(section)``."""
     confirmations: Confirmations = field(init=False)
     """Re-measures of the cases in doubt, one launch per attempt (plugin/confirming.py)."""
     results: dict[str, CaseResult | CheckedResult] = field(default_factory=dict)
@@ -85,10 +87,22 @@ class HarnessSession:
     """How many launches this process had seen stopped when the session began (harness/launch/supervise.py)."""
 
     @classmethod
-    def start(cls, config: pytest.Config, ctx: SessionContext) -> HarnessSession:
-        return cls(config=config, ctx=ctx, cases=CaseLauncher(ctx=ctx), interconnect=InterconnectRuns(ctx=ctx),
-                   soak=SoakRunner(ctx=ctx), gpu_state=GpuStateRunner(ctx=ctx),
-                   collect_only=bool(config.option.collectonly))
+    def start(cls, config: pytest.Config, ctx: SessionContext, jobs: Sequence[Job]) -> HarnessSession:
+        runners: dict[str, KindRunner] = {}
+        for job in jobs:
+            if job.runner is not None and job.section is not None and job.section not in runners:
+                runners[job.section] = job.runner(ctx=ctx)
+        return cls(config=config, ctx=ctx, cases=CaseLauncher(ctx=ctx), gpu_state=GpuStateRunner(ctx=ctx),
+                   runners=runners, collect_only=bool(config.option.collectonly))
+
+    def runner(self, section: str) -> KindRunner:
+        """The runner that writes ``section``; a test of a kind whose job declares none is a bug, said as one."""
+        runner = self.runners.get(section)
+        if runner is None:
+            raise RuntimeError(f"no kind of job of this session has a runner for section {section!r} (known: "
+                               f"{', '.join(self.runners) or 'none'}): give its Job a section and a runner "
+                               "(harness/jobs/job.py)")
+        return runner
 
     def __post_init__(self) -> None:
         self.confirmations = Confirmations(cases=self.cases, judge=self.judge,
@@ -155,7 +169,7 @@ class HarnessSession:
     def timeline(self) -> dict:
         """Where the session's time went (harness/timeline.py)."""
         started = datetime.fromisoformat(self.ctx.started_at)
-        launches = {f"all-reduce {gpus} GPUs": run.elapsed_s or 0.0 for gpus, run in self.interconnect.sweeps.items()}
+        launches = {name: seconds for runner in self.runners.values() for name, seconds in runner.launches_s().items()}
         components = self.config.stash.get(COMPONENTS_KEY, None)
         if components is not None and components.run is not None:
             launches["components"] = components.run.elapsed_s or 0.0
@@ -173,7 +187,9 @@ class HarnessSession:
         """session.json: the session's facts and every test's result."""
         ctx = self.ctx
         profile = ctx.profile
-        interconnect, soak, gpu_state = self.interconnect.summary(), self.soak.summary(), self.gpu_state.summary()
+        sections = {section: summary for section, runner in self.runners.items()
+                    for summary in (runner.summary(),) if summary is not None}
+        gpu_state = self.gpu_state.summary()
         stack = compare_stack(profile.stack, ctx.hardware)
         return {
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "started_at": ctx.started_at,
@@ -194,14 +210,14 @@ class HarnessSession:
             "warnings": list(ctx.start_warnings),
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
             "timeline": self.timeline(),
-            **({"interconnect": interconnect} if interconnect is not None else {}),
-            **({"soak": soak} if soak is not None else {}),
+            **sections,
             **({"gpu_state": gpu_state} if gpu_state is not None else {}),
         }
 
 
-def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSession:
-    """Everything checked before the first benchmark: any problem is one usage error, nothing launched."""
+def start_session(config: pytest.Config, options: HarnessOptions, jobs: Sequence[Job]) -> HarnessSession:
+    """Everything checked before the first benchmark: any problem is one usage error, nothing launched. ``jobs``:
+    the session's kinds of job (harness/plugin/levels.gather_jobs), whose runners it builds."""
     _check_host_name_resolves()
     try:
         profiles = load_profiles(options.thresholds_dir or default_thresholds_dir())
@@ -249,7 +265,7 @@ def start_session(config: pytest.Config, options: HarnessOptions) -> HarnessSess
                          expected_gpus_stated=expected.stated if expected is not None else False,
                          nvidia_presence=presence,
                          overrides=overrides, orphans_stopped=orphans, start_warnings=warnings)
-    return HarnessSession.start(config, ctx)
+    return HarnessSession.start(config, ctx, jobs)
 
 
 def _refuse_unusable_gpus(hardware: Hardware, presence: node_presence.NvidiaPresence, profile: Profile,

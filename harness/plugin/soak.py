@@ -11,6 +11,7 @@ from harness.plugin.results import CheckedResult
 from harness.plugin.specs import soak_spec
 from harness.checks.soak import soak_checks
 from harness.launch import soak
+from harness.jobs.job import KindRunner
 from harness.launch.spec import SoakSpec
 from harness.profile.bounds import Profile
 
@@ -23,12 +24,15 @@ def heaviest_case(profile: Profile) -> tuple[str, str]:
 
 
 @dataclass(kw_only=True)
-class SoakRunner:
+class SoakRunner(KindRunner):
     ctx: SessionContext
     run: soak.SoakRun | None = None
     """The soak of this session, once it ran."""
     say: Callable[[str], None] | None = None
     """Where the soak's state goes every minute while it runs (plugin/progress.py); None: nowhere."""
+
+    def connect(self, say: Callable[[str], None]) -> None:
+        self.say = say
 
     def spec(self) -> SoakSpec:
         return soak_spec(self.ctx, *heaviest_case(self.ctx.profile))
