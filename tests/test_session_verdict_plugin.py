@@ -125,8 +125,8 @@ def test_an_expected_node_shape_makes_the_missing_cases_required(session, monkey
 
     start = plugin_session.start_session
 
-    def with_shape(config, options):
-        started = start(config, options)
+    def with_shape(config, options, jobs):
+        started = start(config, options, jobs)
         started.ctx = dataclasses.replace(started.ctx, expected_gpus=64)
         return started
 
