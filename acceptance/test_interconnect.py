@@ -13,7 +13,7 @@ import pytest
 
 def test_allreduce_bus_bandwidth(harness, allreduce_gpus):
     """busbw = algbw x 2(n-1)/n at the largest message >= [interconnect] min_allreduce_busbw_gbps."""
-    result = harness.run_allreduce(allreduce_gpus)
+    result = harness.keep(harness.runner("interconnect").run_allreduce(allreduce_gpus))
     harness.assert_passed(result)
 
 
@@ -23,5 +23,5 @@ def test_topology(harness):
         pytest.skip("no GPU topology on a CPU run")
     if harness.profile.topology is None:
         pytest.skip(f"profile {harness.profile.name} has no [topology] section")
-    result = harness.run_topology()
+    result = harness.keep(harness.runner("interconnect").run_topology_under(harness.components))
     harness.assert_passed(result)

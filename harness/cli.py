@@ -204,9 +204,10 @@ def _add_report(sub) -> None:
 
 
 def cmd_report(ns: argparse.Namespace) -> int:
+    from harness.kinds.shipped import report_sections
     from harness.report.render import cli_report
 
-    return cli_report(ns.run_dir)
+    return cli_report(ns.run_dir, report_sections())
 
 
 def cmd_find_max_bs(ns: argparse.Namespace) -> int:

@@ -94,7 +94,7 @@ def test_the_page_shows_the_gpu_table_and_the_heatmap(tmp_path):
     import json
     import shutil
 
-    from harness.report.render import build_report
+    from support.report import build_report
 
     run = tmp_path / "run"
     shutil.copytree(ROOT / "docs" / "data" / "2026-11-21-h200x4-acceptance", run)

@@ -1,5 +1,5 @@
-"""The kinds of job (harness/jobs/): every acceptance test belongs to exactly one, every test a job owns
-exists, and the test ids the verdict requires are the ones the plugin parametrizes."""
+"""The kinds of job (harness/jobs/, harness/kinds/shipped.py): every acceptance test belongs to exactly one,
+every test a job owns exists, and the test ids the verdict requires are the ones the plugin parametrizes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.jobs.job import LEVELS, Job, Requirement, gpu_count_id, gpu_id, node_gpu_id, pair_id
-from harness.jobs.registry import JOBS, job_of, required_tests, with_site_jobs
+from harness.jobs.registry import CORE_JOBS, job_of, with_site_jobs
+from harness.kinds.shipped import JOBS
+from support.jobs import required_tests
 from harness.profile.load import load_profile
 
 ACCEPTANCE = Path(__file__).resolve().parent.parent / "acceptance"
@@ -36,7 +38,7 @@ def test_levels_are_cumulative_and_the_sign_off_needs_the_ddp_matrix():
     h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
     quick, standard, long = (required_tests(h100, 4, level=level) for level in LEVELS)
     assert set(quick) < set(standard) < set(long)
-    assert not [name for name in quick if job_of(name).level != "quick"]
+    assert not [name for name in quick if job_of(name, JOBS).level != "quick"]
     assert "test_weak_scaling[resnet50-bf16-4gpu]" in standard and long[-1] == "test_soak"
 
 
@@ -57,12 +59,12 @@ def test_a_job_names_a_known_level_and_owns_a_test():
 
 def test_a_site_job_joins_after_the_harness_jobs_and_its_requirement_counts():
     site = Job(name="site storage", tests=("test_scratch",), level="quick", required=lambda need: ["test_scratch"])
-    jobs = with_site_jobs([site])
+    jobs = with_site_jobs([site], JOBS)
     assert jobs[-1] is site and job_of("test_scratch[a]", jobs) is site
     cpu = load_profile(THRESHOLDS / "cpu.toml")
     assert required_tests(cpu, 2, level="quick", jobs=jobs)[-1] == "test_scratch"
     with pytest.raises(ValueError, match="a job named 'site storage' already exists"):
-        with_site_jobs([site, site])
+        with_site_jobs([site, site], JOBS)
 
 
 def test_a_requirement_counts_only_the_gpu_counts_the_node_can_run():
@@ -76,7 +78,7 @@ def test_every_kind_of_job_the_harness_ships_requires_its_tests_somewhere():
     profiles = [load_profile(path) for path in sorted(THRESHOLDS.glob("*.toml"))]
     for job in JOBS:
         asked = {name for profile in profiles for name in job.required(Requirement(profile=profile, expected_gpus=4))}
-        assert asked and all(job_of(name) is job for name in asked), job.name
+        assert asked and all(job_of(name, JOBS) is job for name in asked), job.name
 
 
 def test_a_job_with_a_runner_names_its_section_and_no_section_is_session_jsons_own():
@@ -88,4 +90,12 @@ def test_a_job_with_a_runner_names_its_section_and_no_section_is_session_jsons_o
     with pytest.raises(ValueError, match="section 'timeline' is one of session.json's own keys"):
         Job(name="x", tests=("test_x",), level="quick", required=lambda need: [], section="timeline", runner=runner)
     shared = Job(name="x", tests=("test_x",), level="quick", required=lambda need: [], section="interconnect")
-    assert with_site_jobs([shared])[-1] is shared  # the all-reduce and topology's runner writes it
+    assert with_site_jobs([shared], JOBS)[-1] is shared  # the all-reduce and topology's runner writes it
+
+
+def test_the_shipped_list_holds_every_core_job_once_in_test_order():
+    """The core's own jobs and the kinds in folders of their own, one list (harness/kinds/shipped.py)."""
+    names = [job.name for job in JOBS]
+    assert {job.name for job in CORE_JOBS} < set(names) and len(set(names)) == len(names)
+    assert [job.name for job in JOBS] == ["node shape", "GPU state", "topology", "components", "DDP scaling",
+                                          "all-reduce", "soak"]

@@ -5,6 +5,7 @@ workers' CUDA stack is broken, to say so)."""
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ MAX_FUNCTION_LINES = 80
 # The launcher side and everything that judges or reports: importing them must not import torch.
 LIGHT = ("harness/cli.py", "harness/cases.py", "harness/catalog.py", "harness/records.py", "harness/timeline.py",
          "harness/run_directory.py", "harness/profile/", "harness/plugin/", "harness/launch/", "harness/checks/",
-         "harness/report/", "harness/fleet/")
+         "harness/report/", "harness/fleet/", "harness/kinds/")
 
 
 def _modules() -> dict[str, Path]:
@@ -234,11 +235,13 @@ def test_every_kind_of_job_ends_in_one_result_shape():
 STAGES: tuple[tuple[str, ...], ...] = (
     ("results", "cases", "catalog", "definitions", "exitcodes", "durations", "files", "timeline", "records"),
     ("node",), ("run_directory",), ("profile",), ("jobs",), ("rank",), ("telemetry",), ("workloads",),
-    ("launch",), ("checks",), ("report",), ("fleet",), ("plugin",), ("selftest",), ("tools",), ("cli", "__main__"))
+    ("launch",), ("checks",), ("report",), ("fleet",), ("plugin",), ("kinds",), ("selftest",), ("tools",),
+    ("cli", "__main__"))
 """The top-level parts of the harness, bottom floor first (docs/architecture.md draws them): the ground floor's
-types, tables and the run record, what the node is, the one reader of a run directory, the profile, the kinds
-of job, the rank side and its workers, the launcher, the judges, the pages, the pytest plugin and the commands.
-A part imports only from its own floor or below."""
+types, tables and the run record, what the node is, the one reader of a run directory, the profile, what a kind
+of job declares, the rank side and its workers, the launcher, the judges, the pages, the pytest plugin, the
+kinds of job in folders of their own (issue 29 item 2) and the commands. A part imports only from its own floor
+or below."""
 
 
 def _part(module: str) -> str:
@@ -295,14 +298,76 @@ def test_no_folder_level_import_cycle():
 
 
 KIND_RUNNERS = ("harness.plugin.interconnect", "harness.plugin.soak")
-"""The runners of the kinds of job with one (harness/plugin/kinds.py attaches them to their Job entries)."""
+"""The runners of the kinds of job with one (attached to their Job entries above the plugin, in harness/kinds/)."""
 
 
 def test_the_session_reaches_a_kind_only_through_its_job():
     """Issue 29: the session builds each kind's runner from its Job declaration and reaches it through KindRunner;
-    only the module that attaches the runners (plugin/kinds.py) and the fixture whose methods call them import a
-    kind's runner, and nothing below the plugin does."""
+    only the modules that attach the runners (harness/kinds/) and the fixture whose method calls one (the soak's)
+    import a kind's runner, and nothing below the plugin does."""
     importers = {name for name, path in MODULES.items()
                  if set(KIND_RUNNERS) & _top_level_imports(path, name, type_only_too=True)}
-    assert importers <= {"harness.plugin.kinds", "harness.plugin.fixture", *KIND_RUNNERS}, importers
+    assert importers <= {"harness.kinds.shipped", "harness.kinds.interconnect.job", "harness.plugin.fixture",
+                         *KIND_RUNNERS}, importers
     assert "harness.plugin.session" not in importers
+
+
+KINDS = "harness.kinds"
+"""The kinds of job in folders of their own (issue 29 item 2): one floor above the plugin and the report."""
+
+
+def _every_import(path: Path, module: str) -> list[tuple[int, str]]:
+    """Every harness module ``path`` imports, wherever (module level, a function, TYPE_CHECKING), with its line."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            found += [(node.lineno, base)] + [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return [(line, name) for line, name in found if name.startswith("harness")]
+
+
+def test_nothing_below_the_kinds_imports_a_kind_folder():
+    """Not even inside a function or for a type checker: the core reaches a kind through its Job (harness/jobs/
+    job.py: runner factory, report section), which the pytest_harness_jobs hook hands in; the first try at a kind
+    folder (2026-11-27) was imported by plugin/session.py and report/view.py, a folder-level circle."""
+    floor = _floor("kinds")
+    offenders = [f"{name}:{line}: {imported}" for name, path in MODULES.items()
+                 if name != "harness" and _floor(_part(name)) < floor
+                 for line, imported in _every_import(path, name)
+                 if imported == KINDS or imported.startswith(KINDS + ".")]
+    assert offenders == []
+
+
+def test_the_plugin_registers_the_shipped_kinds_by_name_and_they_hand_in_every_kind():
+    """The one name the plugin knows above itself is the module that lists the shipped kinds; that module's hook
+    returns them all, and each kind folder's jobs are in it (a folder left out would be refused at collection)."""
+    from harness.jobs.job import Job
+    from harness.kinds import shipped
+    from harness.plugin.levels import SHIPPED_KINDS
+
+    assert SHIPPED_KINDS == shipped.__name__ and shipped.pytest_harness_jobs(config=None) == list(shipped.JOBS)
+    folders = {name.split(".")[2] for name in MODULES if name.count(".") >= 3 and name.startswith(KINDS + ".")}
+    assert folders
+    for folder in sorted(folders):
+        declared = [value for value in vars(importlib.import_module(f"{KINDS}.{folder}.job")).values()
+                    if isinstance(value, Job)]
+        assert declared and all(job in shipped.JOBS for job in declared), folder
+
+
+def test_a_kind_folder_imports_no_other_kind_folder():
+    """A kind is one folder: it may use any stage below, never another kind (shipped.py lists them all)."""
+    offenders = []
+    for name, path in MODULES.items():
+        parts = name.split(".")
+        if len(parts) < 4 or not name.startswith(KINDS + "."):
+            continue
+        own = ".".join(parts[:3])
+        offenders += [f"{name}:{line}: {imported}" for line, imported in _every_import(path, name)
+                      if imported.startswith(KINDS + ".") and not (imported == own or imported.startswith(own + "."))]
+    assert offenders == []

@@ -19,7 +19,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from harness.jobs.registry import required_tests
+from support.jobs import required_tests
 from harness.launch.cleanup import owner_env, session_owner
 from harness.launch.slurm import SlurmAllocation
 from harness.node.gpu_state_probe import STOP_FILE, node_file, watch

@@ -17,7 +17,7 @@ from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.profile.bounds import CaseBounds
 from harness.records import RankStats, StepTimeStats, Versions
 from harness.results.location import Location
-from harness.report.render import build_report
+from support.report import build_report
 from harness.workloads.ddp_record import build_record
 from harness.workloads.models import MODELS
 from test_plugin import PROFILE, TEST_FILE, FakeLauncher

@@ -22,7 +22,7 @@ from harness.profile.bounds import CaseBounds
 from harness.profile.schema import CASE_FIELDS
 from harness.report import charts as svg
 from harness.results import reading
-from harness.report.render import build_report, cli_report, write_report
+from support.report import build_report, cli_report, write_report
 from harness.report.sections.cases import record_facts
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.report.browser import load_in_chromium, screenshot
-from harness.report.render import write_report
+from support.report import write_report
 from test_report import _poison, _session_only, contract_copy
 from test_report_timeline import cpu_run  # noqa: F401 - the fixture: a session that recorded its timeline
 

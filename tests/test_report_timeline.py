@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report.render import build_report
+from support.report import build_report
 from harness.timeline import QUICK_BUDGET_S, SIGN_OFF_BUDGET_S, budget, describe
 from test_report import H200_RUN, HOSTILE, _session_only, _verdict
 

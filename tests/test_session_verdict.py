@@ -8,7 +8,8 @@ import pytest
 from harness.checks.session import (CPU_SELF_CHECK, NOT_A_SIGN_OFF, SessionFacts, SelectedTest, directness, from_dict,
                                     judge_session)
 from harness.exitcodes import EXIT_INCOMPLETE
-from harness.jobs.registry import required_tests
+from harness.kinds.shipped import JOBS
+from support.jobs import required_tests
 from harness.plugin.outcomes import _synchronised
 from harness.plugin.results import CaseResult
 from harness.profile.load import load_profile
@@ -41,7 +42,7 @@ def gpu(index, uuid=None, **more):
 
 
 def facts(required, **kw):
-    return SessionFacts(required=tuple(required), **kw)
+    return SessionFacts(required=tuple(required), **{"jobs": JOBS, **kw})
 
 
 # --- what the profile requires of this node ---------------------------------------------------------

@@ -201,7 +201,7 @@ def test_a_launch_stopped_by_the_interrupt_is_named_in_the_time_line_not_counted
 
 
 def test_harness_report_reads_the_stored_verdict_and_an_old_session_says_not_recorded(session):
-    from harness.report.render import build_report
+    from support.report import build_report
 
     _, run_dir = session(min_tp=1000)
     stored = json.loads((run_dir / "session.json").read_text())

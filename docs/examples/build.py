@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.report.browser import screenshot  # noqa: E402
+from harness.kinds.shipped import report_sections  # noqa: E402
 from harness.report.render import build_report  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
@@ -46,12 +47,12 @@ SCROLLBAR_PX = 15  # headless Chromium draws the page's scrollbar into the scree
 def report_html(source: Path) -> str:
     """The page of a run directory, or of a gzipped session.json (unpacked into a run directory of its own)."""
     if source.is_dir():
-        return build_report(source)
+        return build_report(source, report_sections())
     with tempfile.TemporaryDirectory(prefix="harness-example-") as tmp:
         run_dir = Path(tmp) / source.name.removesuffix("-session.json.gz")
         run_dir.mkdir()
         (run_dir / "session.json").write_bytes(gzip.decompress(source.read_bytes()))
-        return build_report(run_dir)
+        return build_report(run_dir, report_sections())
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from harness.checks.shapes import UNMEASURED_SHAPE_HINT, is_unmeasured
 from harness.exitcodes import (EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, EXIT_NO_TESTS,
                                EXIT_PASS)
 from harness.jobs.job import Job
-from harness.jobs.registry import JOBS, job_of
+from harness.jobs.registry import job_of
 from harness.results.location import Location, locations_of
 
 Verdict = Literal["PASS", "FAIL", "INCOMPLETE"]
@@ -85,9 +85,9 @@ class SessionFacts:
 
     required: tuple[str, ...]
     """``required_tests`` of this node (harness/jobs/registry.py)."""
-    jobs: tuple[Job, ...] = JOBS
-    """The session's kinds of job, a site's included: which tests the matrix options narrow, and what to say
-    of a required test that is missing."""
+    jobs: tuple[Job, ...]
+    """The session's kinds of job (harness/kinds/shipped.py's and a site's): which tests the matrix options
+    narrow, and what to say of a required test that is missing."""
     collected: frozenset[str] = frozenset()
     """Every test name collected before the user's deselection (-k, -m, --deselect)."""
     partial_collection: bool = False

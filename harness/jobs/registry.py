@@ -1,9 +1,11 @@
-"""The kinds of job, in test order, and what reads them: ``required_tests`` (the session verdict's
-required set), ``job_of`` (a test's level and whether the matrix options narrow it) and ``with_site_jobs``
-(kinds a site adds through the ``pytest_harness_jobs`` hook, harness/plugin/hookspecs.py).
+"""The kinds of job the core still declares, and what reads a session's kinds: ``required_tests`` (the session
+verdict's required set), ``job_of`` (a test's level and whether the matrix options narrow it) and
+``with_site_jobs`` (the kinds the ``pytest_harness_jobs`` hook hands in, harness/plugin/hookspecs.py).
 
-A new kind of job is one entry here, one profile section and one acceptance test: a test no entry owns
-is refused at collection, so its requirement cannot be left out by forgetting a table.
+The session's list is assembled above the plugin (harness/kinds/shipped.py: these, with their runners where
+they have one, and the kinds in folders of their own, in test order), so nothing here or below names a kind
+folder. A test no job of the session owns is refused at collection, so its requirement cannot be left out by
+forgetting a table.
 """
 
 from __future__ import annotations
@@ -11,8 +13,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from harness.cases import SCALINGS, CaseId
-from harness.jobs.job import (CPU_RANK_ID, Job, Requirement, allreduce_widths, gpu_count_id, gpu_id, level_rank,
-                              node_gpu_id, pair_id)
+from harness.jobs.job import CPU_RANK_ID, Job, Requirement, gpu_id, level_rank, node_gpu_id, pair_id
 from harness.profile.bounds import Profile
 
 NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
@@ -29,10 +30,6 @@ def _gpu_state(need: Requirement) -> list[str]:
     if not need.nodes:
         return [f"test_gpu_state[{gpu_id(index)}]" for index in gpus]
     return [f"test_gpu_state[{node_gpu_id(node, index)}]" for node in need.nodes for index in gpus]
-
-
-def _topology(need: Requirement) -> list[str]:
-    return ["test_topology"] if need.on_gpus and need.profile.topology is not None else []
 
 
 PER_GPU_COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
@@ -72,13 +69,6 @@ def _ddp_scaling(need: Requirement) -> list[str]:
             if case_required(profile, case, need.native_bf16)]
 
 
-def _allreduce(need: Requirement) -> list[str]:
-    if need.profile.interconnect is None:
-        return []
-    return [f"test_allreduce_bus_bandwidth[{gpu_count_id(n)}]"
-            for n in allreduce_widths(need.gpu_counts, need.expected_gpus)]
-
-
 def _soak(need: Requirement) -> list[str]:
     return ["test_soak"]
 
@@ -87,19 +77,15 @@ NODE_SHAPE = Job(name="node shape", tests=("test_node_shape",), level="quick", r
                  missing_hint=NOT_COLLECTED.format(test="test_node_shape"))
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
                 missing_hint=" (a GPU the node should have is not visible)")
-TOPOLOGY = Job(name="topology", tests=("test_topology",), level="quick", required=_topology,
-               missing_hint=NOT_COLLECTED.format(test="test_topology"), section="interconnect")
 COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_copy"), level="quick",
                  required=_components)
 DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
                   required=_ddp_scaling, narrowed_by_matrix=True)
-ALLREDUCE = Job(name="all-reduce", tests=("test_allreduce_bus_bandwidth",), level="standard", required=_allreduce,
-                narrowed_by_matrix=True, section="interconnect")
 SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak, section="soak")
 
-JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALING, ALLREDUCE, SOAK)
-"""Every kind of job the harness ships, in the order their tests' names are required. The runners of those with
-a section are attached where the plugin starts (harness/plugin/kinds.py): this floor knows no runner."""
+CORE_JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, COMPONENTS, DDP_SCALING, SOAK)
+"""The kinds of job not yet in a folder of their own under harness/kinds/. The soak's runner is attached above
+the plugin (harness/kinds/shipped.py): this floor knows no runner."""
 
 
 def function_of(test_name: str) -> str:
@@ -107,15 +93,16 @@ def function_of(test_name: str) -> str:
     return test_name.split("[", 1)[0]
 
 
-def job_of(test: str, jobs: Sequence[Job] = JOBS) -> Job | None:
+def job_of(test: str, jobs: Sequence[Job]) -> Job | None:
     """The job that owns ``test`` (a function name, or a test name with its parameter id)."""
     function = function_of(test)
     return next((job for job in jobs if function in job.tests), None)
 
 
-def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = JOBS) -> tuple[Job, ...]:
-    """``jobs`` and the ones a site added; ValueError, saying which, for anything that is not a Job, a
-    name taken twice or a test two jobs claim."""
+def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = ()) -> tuple[Job, ...]:
+    """``jobs`` and the ones the ``pytest_harness_jobs`` hook returned (the harness's shipped kinds first, then a
+    site's), in that order; ValueError, saying which, for anything that is not a Job, a name taken twice, a
+    section no runner writes or a test two jobs claim."""
     merged = list(jobs)
     for job in added:
         if not isinstance(job, Job):
@@ -134,7 +121,7 @@ def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = JOBS) -> tuple
 
 
 def required_tests(profile: Profile, expected_gpus: int, *, level: str = "standard", native_bf16: str | None = None,
-                   nodes: Sequence[str] = (), jobs: Sequence[Job] = JOBS) -> list[str]:
+                   nodes: Sequence[str] = (), jobs: Sequence[Job]) -> list[str]:
     """The test names (``test_weak_scaling[resnet50-bf16-4gpu]``) the profile requires of a node of
     ``expected_gpus`` GPUs (ranks on a CPU profile), from every job at or below ``level``. ``nodes``:
     every node of a multi-node session (the driver's first), each of whose GPUs must pass its GPU-state

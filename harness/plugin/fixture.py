@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from typing import cast
+from typing import Any, cast
 
 from harness.cases import CaseId
-from harness.jobs.job import KindRunner
 from harness.plugin.node_shape import node_shape_result
 from harness.plugin.components import ComponentRuns, component_runs
-from harness.plugin.interconnect import InterconnectRuns
 from harness.plugin.options import HarnessOptions
 from harness.plugin.remote_gpu_state import NodeGpu
 from harness.plugin.results import CaseResult, CheckedResult
@@ -43,19 +41,11 @@ class HarnessTest:
     def run(self, case: CaseId) -> CaseResult:
         return self._keep(self.session.run(case))
 
-    def runner(self, section: str) -> KindRunner:
-        """The session's runner of a kind of job, by its section (``Job.section``): how a site's acceptance test
-        reaches the runner its ``pytest_harness_jobs`` declared (then ``harness.keep(result)``)."""
+    def runner(self, section: str) -> Any:
+        """The session's runner of a kind of job, by its section (``Job.section``): how a kind's acceptance test
+        reaches its runner, the harness's (``harness.runner("interconnect").run_allreduce(gpus)``) and a site's
+        alike, then keeps its result (``harness.keep(result)``). Typed loosely: the plugin imports no kind."""
         return self.session.runner(section)
-
-    def run_allreduce(self, gpus: int) -> CheckedResult:
-        return self._keep(self._interconnect().run_allreduce(gpus))
-
-    def run_topology(self) -> CheckedResult:
-        """The topology, its PCIe links read under the component launch's GEMM load (launched here if no
-        component test ran it yet)."""
-        return self._keep(self._interconnect().run_topology(self.components.measured(),
-                                                            "the component launch's GEMM window"))
 
     def run_gpu_state(self, target: int | NodeGpu) -> CheckedResult:
         return self._keep(self.session.gpu_state.run_gpu_state(target, list(self.session.results.values())))
@@ -69,9 +59,6 @@ class HarnessTest:
     def components(self) -> ComponentRuns:
         """The session's component benchmarks, one launch judged per GPU: ``harness.components.gemm(0)``."""
         return component_runs(self.session.config, self.session.ctx)
-
-    def _interconnect(self) -> InterconnectRuns:
-        return cast(InterconnectRuns, self.session.runner("interconnect"))
 
     def keep(self, result: CheckedResult) -> CheckedResult:
         """Keep a result made outside this class for the verdict, report.json and session.json."""

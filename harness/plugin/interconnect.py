@@ -21,6 +21,7 @@ from harness.launch.command import launch_command
 from harness.node.processes import busy_gpu_message
 from harness.node.topology import read_topology
 from harness.plugin.cases import planned_allreduce
+from harness.plugin.components import ComponentRuns
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import allreduce_spec
@@ -90,6 +91,11 @@ class InterconnectRuns(KindRunner):
                              log_dir=ctx.log_dir(f"allreduce-{gpus}gpu"),
                              data={"interconnect": run.to_dict(),
                                    "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
+
+    def run_topology_under(self, components: ComponentRuns) -> CheckedResult:
+        """The topology, its PCIe links read under the component launch's GEMM load (``components``: the
+        session's, ``harness.components``; launched there if no component test ran it yet)."""
+        return self.run_topology(components.measured(), "the component launch's GEMM window")
 
     def run_topology(self, load: JobResult, load_name: str) -> CheckedResult:
         """NVLink, P2P and PCIe of every GPU against [topology]; PCIe read from ``load``'s telemetry

@@ -1,7 +1,8 @@
-"""Run levels (``--level``) at collection, read from the kinds of job (harness/jobs/registry.py): a test's
-level is its job's; a test of an acceptance session that no job owns is refused (a usage error), since
-the verdict could not require it and a skip of it would pass unseen. Sites add jobs through the
-``pytest_harness_jobs`` hook (harness/plugin/hookspecs.py).
+"""The session's kinds of job, and run levels (``--level``) at collection, read from them: a test's level is
+its job's; a test of an acceptance session that no job owns is refused (a usage error), since the verdict
+could not require it and a skip of it would pass unseen. Every kind comes in through the
+``pytest_harness_jobs`` hook (harness/plugin/hookspecs.py): the harness's own from harness/kinds/shipped.py,
+registered here by name (the kinds sit above the plugin, which imports none of them), then a site's.
 
 Collection deselects the tests above the session's level and records what it kept (``LevelSelection``).
 """
@@ -14,17 +15,26 @@ import pytest
 
 from harness.jobs.job import Job, level_rank
 from harness.jobs.registry import job_of, with_site_jobs
-from harness.plugin.kinds import shipped_jobs
 
 JOBS_KEY = pytest.StashKey[tuple[Job, ...]]()
+SHIPPED_KINDS = "harness.kinds.shipped"
+"""The module whose ``pytest_harness_jobs`` hands in every kind the harness ships, registered by name."""
+
+
+def register_shipped_kinds(config: pytest.Config) -> None:
+    """Register the shipped kinds as a pytest plugin (once; ``-p harness.kinds.shipped`` did it already)."""
+    if not config.pluginmanager.has_plugin(SHIPPED_KINDS):
+        config.pluginmanager.import_plugin(SHIPPED_KINDS)
 
 
 def gather_jobs(config: pytest.Config) -> tuple[Job, ...]:
-    """The harness's jobs and every one a site's ``pytest_harness_jobs`` returned; a bad one is a usage error."""
+    """Every job ``pytest_harness_jobs`` returned, the harness's shipped kinds first (harness/kinds/shipped.py),
+    then a site's; a bad one is a usage error."""
+    register_shipped_kinds(config)
     try:
         # A Job refuses a bad declaration as it is made (an unknown level, a reserved section): inside the hook.
         added = [job for returned in config.hook.pytest_harness_jobs(config=config) for job in (returned or ())]
-        jobs = with_site_jobs(added, shipped_jobs())
+        jobs = with_site_jobs(added)
     except ValueError as exc:
         raise pytest.UsageError(f"pytest_harness_jobs: {exc}" if not str(exc).startswith("pytest_harness_jobs")
                                 else str(exc)) from None
@@ -33,8 +43,9 @@ def gather_jobs(config: pytest.Config) -> tuple[Job, ...]:
 
 
 def session_jobs(config: pytest.Config) -> tuple[Job, ...]:
-    """The jobs ``gather_jobs`` found at configure (the harness's own before it ran)."""
-    return config.stash.get(JOBS_KEY, None) or shipped_jobs()
+    """The jobs ``gather_jobs`` found at configure (it runs before the session starts, or gathers them now)."""
+    jobs = config.stash.get(JOBS_KEY, None)
+    return jobs if jobs is not None else gather_jobs(config)
 
 
 def level_of(item: pytest.Item, jobs: tuple[Job, ...]) -> str:
@@ -44,7 +55,7 @@ def level_of(item: pytest.Item, jobs: tuple[Job, ...]) -> str:
     if job is None:
         raise pytest.UsageError(
             f"{item.nodeid}: {function} belongs to no kind of job, so the session verdict cannot know whether "
-            f"this node must run it (a skip of it would pass unseen). Add it to a job: harness/jobs/registry.py, "
+            f"this node must run it (a skip of it would pass unseen). Add it to a job: harness/kinds/shipped.py, "
             f"or a site's pytest_harness_jobs hook (harness/plugin/hookspecs.py); jobs: "
             f"{', '.join(job.name for job in jobs)}")
     return job.level

@@ -194,7 +194,8 @@ def write_session_outputs(session: pytest.Session, harness_session: HarnessSessi
     _drop_cut_short(run_dir)  # before the page reads them: it falls back to session.json
     _write_summary(harness_session, summary, verdict)
     try:
-        line = f"harness: report {write_report(run_dir)}"
+        sections = [job.report for job in harness_session.jobs if job.report is not None]
+        line = f"harness: report {write_report(run_dir, sections)}"
     except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page
         line = (f"harness: report.html not written ({type(exc).__name__}: {exc}); "
                 f"rebuild with `harness report {run_dir}`")

@@ -67,8 +67,11 @@ class HarnessSession:
     ctx: SessionContext
     cases: CaseLauncher
     gpu_state: GpuStateRunner
+    jobs: tuple[Job, ...]
+    """The session's kinds of job (harness/plugin/levels.py ``gather_jobs``: harness/kinds/shipped.py's, a
+    site's): their runners, and the report's kind sections (``Job.report``)."""
     runners: dict[str, KindRunner] = field(default_factory=dict)
-    """Section -> the runner of the kinds of job that write it (``Job.runner``, harness/plugin/kinds.py): the
+    """Section -> the runner of the kinds of job that write it (``Job.runner``, attached in harness/kinds/): the
     all-reduce and topology's ``interconnect``, the soak's ``soak``, a site's own. The session reaches them only
     through ``KindRunner``; their tests through ``harness.runner(section)``."""
     confirmations: Confirmations = field(init=False)
@@ -93,7 +96,7 @@ class HarnessSession:
             if job.runner is not None and job.section is not None and job.section not in runners:
                 runners[job.section] = job.runner(ctx=ctx)
         return cls(config=config, ctx=ctx, cases=CaseLauncher(ctx=ctx), gpu_state=GpuStateRunner(ctx=ctx),
-                   runners=runners, collect_only=bool(config.option.collectonly))
+                   jobs=tuple(jobs), runners=runners, collect_only=bool(config.option.collectonly))
 
     def runner(self, section: str) -> KindRunner:
         """The runner that writes ``section``; a test of a kind whose job declares none is a bug, said as one."""

@@ -8,7 +8,7 @@ from harness.results.reading import as_dict, as_number, as_text
 from harness.report.outcomes import SessionTest, collect_tests
 from harness.report.sections.cases import build_case
 from harness.report.sections.gpus import build_gpu_table, peer_heatmap
-from harness.report.sections.interconnect import interconnect_bound_note, interconnect_charts, interconnect_missing
+from harness.report.sections.kind import KindSections
 from harness.report.sections.matrix import build_matrices, charts_missing, matrix_missing
 from harness.report.sections.scaling import scaling_charts
 from harness.report.sections.signoff import build_signoff
@@ -63,8 +63,9 @@ def _units(tests: list[SessionTest]) -> dict[tuple[str, str], str]:
     return units
 
 
-def build_view(inputs: RunInputs) -> dict:
-    """Everything the template shows, from the loaded inputs alone (pure)."""
+def build_view(inputs: RunInputs, sections: KindSections) -> dict:
+    """Everything the template shows, from the loaded inputs alone (pure); ``sections``: the kinds' own
+    (harness/report/sections/kind.py), in their order, handed in by whoever renders the page."""
     header = inputs.header
     tests = collect_tests(inputs)
     signoff = build_signoff(inputs, header, tests)
@@ -86,9 +87,7 @@ def build_view(inputs: RunInputs) -> dict:
         "telemetry_missing": telemetry_missing(tests),
         "gpu_table": build_gpu_table(header, tests),
         "peer_heatmap": peer_heatmap(tests),
-        "interconnect": interconnect_charts(header, tests),
-        "interconnect_missing": interconnect_missing(header),
-        "interconnect_note": interconnect_bound_note(header, tests),
+        "kind_sections": [section(header, tests) for section in sections],
         "thresholds": build_thresholds(header, tests, cases_used, _units(tests)),
         "timeline": build_timeline(inputs),
         "device_word": device_word(device),

@@ -14,6 +14,7 @@ from harness.report import charts as svg
 from harness.results.job import failure_reason
 from harness.results.reading import as_dict, as_int, as_list, as_number, as_text, by_gpu_count
 from harness.report.outcomes import SessionTest
+from harness.report.sections.kind import KindSection
 from harness.workloads.busbw import size_label
 
 BUSBW_BOUND = "min_allreduce_busbw_gbps"
@@ -82,3 +83,9 @@ def interconnect_bound_note(header: dict, tests: list[SessionTest]) -> str:
     if not _rows(header) or recorded_busbw_bounds(tests) is not None:
         return ""
     return "Bound: not recorded with the all-reduce results (no bound line is drawn)."
+
+
+def interconnect_section(header: dict, tests: list[SessionTest]) -> KindSection:
+    """The page's Interconnect section: the bandwidth charts and their note, or why there are none."""
+    return KindSection(title="Interconnect", charts=interconnect_charts(header, tests),
+                       note=interconnect_bound_note(header, tests), missing=interconnect_missing(header))

@@ -1,0 +1,35 @@
+"""Every kind of job the harness ships, in the order their tests' names are required, assembled here, above
+the plugin and the report, which import none of them (issue 29).
+
+The plugin registers this module as a pytest plugin by name (harness/plugin/levels.py ``SHIPPED_KINDS``): its
+``pytest_harness_jobs`` hands the list in first, as a site's conftest hands in its own after it. The kinds not
+yet in a folder of their own come from harness/jobs/registry.py, the soak with its runner attached here.
+``harness report`` (harness/cli.py) renders a run directory with ``report_sections()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+import pytest
+
+from harness.jobs.job import Job
+from harness.jobs.registry import COMPONENTS, DDP_SCALING, GPU_STATE, NODE_SHAPE, SOAK
+from harness.kinds.interconnect.job import ALLREDUCE, TOPOLOGY
+from harness.plugin.soak import SoakRunner
+
+JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALING, ALLREDUCE,
+                         replace(SOAK, runner=SoakRunner))
+"""Every kind of job the harness ships, in the order their tests' names are required."""
+
+
+def report_sections(jobs: Sequence[Job] = JOBS) -> tuple[Callable[[dict, list[Any]], Any], ...]:
+    """The page's kind sections (harness/report/sections/kind.py ``KindSection``), in the jobs' order."""
+    return tuple(job.report for job in jobs if job.report is not None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_harness_jobs(config: pytest.Config) -> list[Job]:
+    """The shipped kinds, ahead of any a site adds (harness/plugin/hookspecs.py)."""
+    return list(JOBS)
