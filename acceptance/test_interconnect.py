@@ -1,6 +1,6 @@
 """Do the GPUs talk to each other at the speed the wiring promises, over the wiring it promises?
 
-The all-reduce test launches harness.workloads.allreduce through torchrun (NCCL; gloo on a CPU profile)
+The all-reduce test launches harness.kinds.interconnect.worker through torchrun (NCCL; gloo on a CPU profile)
 on the widest selected GPU count the node holds (its ring crosses every link a narrower one would),
 sweeps message sizes, checks every reduced value, and
 holds the bus bandwidth at the largest message against ``[interconnect]`` of the profile. The

@@ -80,13 +80,16 @@ DEFINITIONS: dict[str, Definition] = {
         family="allreduce", id="2026-11-21",
         summary="nccl-tests' bus bandwidth of torch.distributed all_reduce, 1 MiB to the largest size the GPUs hold, "
                 "x2 per step, 0.2 s timed per size, CUDA events",
-        sources=("harness/workloads/allreduce.py", "harness/workloads/busbw.py"),
+        sources=("harness/kinds/interconnect/worker.py", "harness/workloads/busbw.py"),
         # write_json_atomic imported from files.py: figure unchanged. Then (issue 28) the sweep's launch may start with
         # the session (launch/prestart.py): its workers import torch and wait for the plan touching no GPU, then sweep
         # exactly as before. Figure unchanged: shown on one 4 x H100 host, the same session with and without it
         # (docs/data/2026-11-28-h100x4-prestart).
         # Then a refactor only: the early start's phase and wait shared with the training worker (wait_started_early).
-        fingerprint="802ef4456c05b4d5"),
+        # Then a refactor only (issue 29 item 2): the worker moved to the interconnect kind's folder, its module path
+        # and the name its plan argument reports changed with it; the code is otherwise the same statement for
+        # statement (802ef4456c05b4d5 with the old path and name).
+        fingerprint="ecfa1c299b318e79"),
 }
 
 

@@ -310,8 +310,8 @@ def test_all_reduce_bounds_are_fitted_into_an_interconnect_table_the_profile_did
     assert loaded.interconnect.min_allreduce_busbw_gbps[2] == pytest.approx(348.0 * (1 - 0.02586))
     assert "docs/data/toy" in loaded.interconnect.source and loaded.definitions["allreduce"] == current_id("allreduce")
 
-    from harness.checks.interconnect import _busbw_check
-    from harness.launch.allreduce import AllReduceRun
+    from harness.kinds.interconnect.checks import _busbw_check
+    from harness.kinds.interconnect.launch import AllReduceRun
     def judged(busbw: float):
         return _busbw_check(AllReduceRun(gpus=2, run_id="r", status="ok", rows=[
             {"size_bytes": 8 << 30, "busbw_gbps": busbw, "correct": True}]), loaded.interconnect)

@@ -13,9 +13,9 @@ import pynvml
 import pytest
 import torch
 
-from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
+from harness.kinds.interconnect.checks import allreduce_checks, pcie_under_load, topology_checks
 from harness.jobs.job import allreduce_widths
-from harness.launch.allreduce import AllReduceRun, run_allreduce
+from harness.kinds.interconnect.launch import AllReduceRun, run_allreduce
 from harness.launch.components import ComponentsRun
 from harness.launch.command import prepare_launch
 from harness.launch.spec import AllReduceSpec, LaunchSettings
@@ -23,10 +23,10 @@ from harness.node.hardware import GpuInfo
 from harness.node.cpu_features import runs_in_virtual_machine
 from harness.node.topology import read_topology, why_no_nvlink
 from harness.plugin.cases import allreduce_params
-from harness.plugin.interconnect import InterconnectRuns
+from harness.kinds.interconnect.runner import InterconnectRuns
 from harness.profile.bounds import InterconnectBounds, TopologyBounds
-from harness.workloads import allreduce as interconnect
-from harness.workloads.allreduce import check_allreduce, expected_sum, fill_pattern, pattern_values
+from harness.kinds.interconnect import worker as interconnect
+from harness.kinds.interconnect.worker import check_allreduce, expected_sum, fill_pattern, pattern_values
 from harness.workloads.busbw import GIB, MIB, bus_bandwidth_gbps, default_max_bytes, iterations_for, message_sizes
 from harness.workloads.plan import AllReducePlan, read_plan
 from harness.results.job import Failure
@@ -144,7 +144,8 @@ def test_spec_is_validated_and_the_command_runs_our_module(tmp_path):
     spec = AllReduceSpec(launch=LaunchSettings(gpus_per_node=4))
     command = prepare_launch(spec, tmp_path, "rid")
     assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert "--nproc-per-node=4" in command and command[command.index("-m", 3) + 1] == "harness.workloads.allreduce"
+    assert "--nproc-per-node=4" in command
+    assert command[command.index("-m", 3) + 1] == "harness.kinds.interconnect.worker"
     assert command[-2:] == ["--plan", str(tmp_path / "plan.json")]
     assert read_plan(tmp_path / "plan.json", AllReducePlan).max_bytes == 8 * GIB
     with pytest.raises(ValueError, match="device"):
@@ -260,7 +261,7 @@ def test_each_topology_miss_names_the_gpu_or_the_pair(tmp_path):
 
 def _topology_session(monkeypatch, gpus=4):
     """The session's interconnect runs on a fake 4-GPU node, NVML faked, no sweep allowed to launch."""
-    monkeypatch.setattr("harness.plugin.interconnect.read_topology",
+    monkeypatch.setattr("harness.kinds.interconnect.runner.read_topology",
                         lambda infos: read_topology(infos, FakeNvml([FakeGpu(uuid=UUIDS[i], pcie_gen=1)
                                                                      for i in range(gpus)])))
     ctx = SimpleNamespace(hardware=SimpleNamespace(gpu_count=gpus, gpus=_gpus(gpus)), telemetry_note=lambda: "n/a",
@@ -401,7 +402,7 @@ def interconnect_suite(pytester, monkeypatch, tmp_path):
 
     def run(busbw: float, bound: float | None, *args):
         sweep = FakeSweep(busbw)
-        monkeypatch.setattr("harness.launch.allreduce.run_allreduce", sweep)
+        monkeypatch.setattr("harness.kinds.interconnect.launch.run_allreduce", sweep)
         profile = PROFILE.format(bound=bound)
         if bound is None:
             profile = profile[:profile.index("[interconnect]")]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from harness.launch.allreduce import AllReduceRun
-from harness.report.sections.interconnect import interconnect_missing
+from harness.kinds.interconnect.launch import AllReduceRun
+from harness.kinds.interconnect.report import interconnect_missing
 from harness.results.job import Failure, failure_reason
 
 

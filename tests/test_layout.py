@@ -212,7 +212,7 @@ def test_every_kind_of_job_ends_in_one_result_shape():
     result subclassing its ``JobResult``, and no other module defining a shape of that name."""
     import typing
 
-    from harness.launch.allreduce import AllReduceRun
+    from harness.kinds.interconnect.launch import AllReduceRun
     from harness.launch.components import ComponentsRun
     from harness.launch.soak import SoakRun
     from harness.records import RunRecord
@@ -297,7 +297,7 @@ def test_no_folder_level_import_cycle():
     assert cycles == []
 
 
-KIND_RUNNERS = ("harness.plugin.interconnect", "harness.plugin.soak")
+KIND_RUNNERS = ("harness.kinds.interconnect.runner", "harness.plugin.soak")
 """The runners of the kinds of job with one (attached to their Job entries above the plugin, in harness/kinds/)."""
 
 
@@ -371,3 +371,32 @@ def test_a_kind_folder_imports_no_other_kind_folder():
         offenders += [f"{name}:{line}: {imported}" for line, imported in _every_import(path, name)
                       if imported.startswith(KINDS + ".") and not (imported == own or imported.startswith(own + "."))]
     assert offenders == []
+
+
+WORKER_MUST_NOT_LOAD = ("harness.plugin", "harness.report", "harness.checks", "harness.fleet", "harness.kinds.shipped",
+                        "pytest")
+"""What a kind's torchrun worker must not load: it runs inside torchrun on every rank, where the launcher's side,
+the judges and the pages have no business (and would slow every rank's start)."""
+
+
+def test_a_kinds_worker_loads_no_plugin_report_or_judge():
+    """``python -m harness.kinds.<kind>.worker`` imports the packages on its way (harness.kinds and the kind's
+    own __init__) and what the worker imports at module level; none of it may reach the plugin, the report, the
+    judges or the shipped list (a kind's __init__ stays empty for that)."""
+    workers = sorted(name for name in MODULES if name.startswith(KINDS + ".") and name.endswith(".worker"))
+    assert workers, "no kind's worker found"
+    for worker in workers:
+        parts = worker.split(".")
+        seen: set[str] = set()
+        todo = [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in MODULES:
+                continue
+            seen.add(name)
+            imports = _top_level_imports(MODULES[name], name)
+            assert not [i for i in imports if i.startswith(WORKER_MUST_NOT_LOAD)], (worker, name, imports)
+            text = MODULES[name].read_text()
+            assert "import pytest" not in text, (worker, name)
+            todo.extend(i for i in imports if i in MODULES)
+            todo.extend(".".join(i.split(".")[:n]) for i in imports for n in range(2, i.count(".") + 1))

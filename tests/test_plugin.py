@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import RunRecord, StepTimeStats
-from harness.launch.allreduce import AllReduceRun
+from harness.kinds.interconnect.launch import AllReduceRun
 from harness.launch.soak import SoakRun
 from support.profiles import cpu_test_profile
 
@@ -370,7 +370,7 @@ def test_the_allreduce_and_soak_results_carry_their_sections_bounds(suite, pytes
                    {"window": 1, "seconds": 5.0, "throughput": 99.0}]
         return SoakRun(spec=spec, run_id=run_id, status="ok", windows=windows, loss_finite=True, telemetry=no_telemetry)
 
-    monkeypatch.setattr("harness.launch.allreduce.run_allreduce", sweep)
+    monkeypatch.setattr("harness.kinds.interconnect.launch.run_allreduce", sweep)
     monkeypatch.setattr("harness.launch.soak.run_soak", soak)
     run("--gpus", "2", "-k", "allreduce or soak", "--soak", "10s").assert_outcomes(passed=2)
     results = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())["results"]

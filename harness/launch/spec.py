@@ -240,7 +240,7 @@ class BenchmarkSpec(LaunchedSpec):
 class AllReduceSpec(LaunchedSpec):
     """One all-reduce sweep on the launch's GPUs (or CPU ranks)."""
 
-    worker_module: ClassVar[str] = "harness.workloads.allreduce"
+    worker_module: ClassVar[str] = "harness.kinds.interconnect.worker"
     launch: LaunchSettings
     min_bytes: int = 1 * MIB
     max_bytes: int = 8 * GIB

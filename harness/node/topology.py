@@ -3,7 +3,7 @@
 (``nvmlDeviceGetP2PStatus``), and PCIe link generation and width, idle and the slot's maximum.
 
 PCIe links downtrain when a GPU idles, so the generation and width that count are the highest the
-telemetry sampler saw while the all-reduce sweep kept every GPU busy (harness/checks/interconnect.py);
+telemetry sampler saw while the all-reduce sweep kept every GPU busy (harness/kinds/interconnect/checks.py);
 the idle reading and the slot's maximum are kept as context.
 """
 
@@ -26,7 +26,7 @@ def read_topology(gpus: Sequence[Any], nvml: Any = pynvml, virtualized: bool | N
 
     ``gpus`` are harness.node.hardware.GpuInfo (index, uuid, name). Unsupported queries are recorded as
     such. ``virtualized`` (default: the CPU's hypervisor flag) is kept so that a GPU without NVLink
-    can be explained (harness/checks/interconnect.py).
+    can be explained (harness/kinds/interconnect/checks.py).
     """
     nvml.nvmlInit()
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from harness.jobs.job import Job, Requirement, allreduce_widths, gpu_count_id
 from harness.jobs.registry import NOT_COLLECTED
-from harness.plugin.interconnect import InterconnectRuns
-from harness.report.sections.interconnect import interconnect_section
+from harness.kinds.interconnect.runner import InterconnectRuns
+from harness.kinds.interconnect.report import interconnect_section
 
 SECTION = "interconnect"
 

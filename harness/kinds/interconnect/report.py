@@ -38,7 +38,7 @@ def _rows(header: dict) -> list[dict]:
 def interconnect_charts(header: dict, tests: list[SessionTest]) -> list[Markup]:
     """All-reduce bus bandwidth vs message size per GPU count, with the recorded bound, when measured.
 
-    Shape (``harness["interconnect"]`` in report.json / session.json, written by harness/plugin/interconnect.py)::
+    Shape (``harness["interconnect"]`` in report.json / session.json, written by harness/kinds/interconnect/runner.py)::
 
         {"allreduce": [{"gpus": 4, "size_bytes": 1073741824, "busbw_gbps": 350.2}, ...]}
     """

@@ -1,6 +1,6 @@
 """The all-reduce bus-bandwidth sweep through torch.distributed: the torchrun worker.
 
-    python -m harness.workloads.allreduce --plan PLAN.json
+    python -m harness.kinds.interconnect.worker --plan PLAN.json
 
 One process per GPU (NCCL), or per CPU rank (gloo). For each message size of the sweep (1 MiB up
 to 8 GiB on GPUs with the memory for it, 64 KiB to 4 MiB on CPU) every rank:
@@ -16,7 +16,7 @@ to 8 GiB on GPUs with the memory for it, 64 KiB to 4 MiB on CPU) every rank:
 Time per all-reduce is the mean over ranks, as nccl-tests reports it (its ``-a 1`` default); the
 slowest rank's time is kept too; bandwidths as harness/workloads/busbw.py defines them. Rank 0
 also records which GPU pairs torch says can access each other (``torch.cuda.can_device_access_peer``).
-The launcher's side is harness/launch/allreduce.py; the checks, harness/checks/interconnect.py.
+The launcher's side is harness/kinds/interconnect/launch.py; the checks, harness/kinds/interconnect/checks.py.
 
 torch comes from the process group (harness.rank.start_process_group imports it), so this module
 stays light: the rank's log and phase file exist, and it dies with torchrun, before torch loads.
@@ -109,7 +109,7 @@ def check_allreduce(torch: Any, buffer: Any, world_size: int) -> Correctness:
 
 
 def main(argv: list[str] | None = None) -> int:
-    plan_path = plan_argument(argv, "harness.workloads.allreduce")
+    plan_path = plan_argument(argv, "harness.kinds.interconnect.worker")
     wait_s = prestart_wait_s()
     if wait_s is not None:  # started before its turn (harness/launch/prestart.py): its plan comes later, here
         return run_rank("interconnect", plan_path.parent, lambda rank: sweep_started_early(plan_path, rank, wait_s))

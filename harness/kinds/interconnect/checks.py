@@ -10,7 +10,7 @@ from typing import Any
 from harness.results.check import Check
 from harness.checks.shapes import reference_note
 from harness.checks.telemetry_checks import telemetry_checks
-from harness.launch.allreduce import AllReduceRun
+from harness.kinds.interconnect.launch import AllReduceRun
 from harness.node.topology import why_no_nvlink
 from harness.results.location import Location, gpu_location
 from harness.results.telemetry_summary import TelemetrySummary, read_telemetry

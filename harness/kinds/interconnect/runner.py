@@ -13,10 +13,11 @@ from typing import Any
 from dataclasses import dataclass, field
 
 from harness import definitions
-from harness.checks.interconnect import allreduce_checks, pcie_under_load, topology_checks
 from harness.checks.judged import not_judged
 from harness.jobs.job import KindRunner
-from harness.launch import allreduce, prestart
+from harness.kinds.interconnect import launch
+from harness.kinds.interconnect.checks import allreduce_checks, pcie_under_load, topology_checks
+from harness.launch import prestart
 from harness.launch.command import launch_command
 from harness.node.processes import busy_gpu_message
 from harness.node.topology import read_topology
@@ -32,7 +33,7 @@ from harness.results.telemetry_summary import read_telemetry
 @dataclass(kw_only=True)
 class InterconnectRuns(KindRunner):
     ctx: SessionContext
-    sweeps: dict[int, allreduce.AllReduceRun] = field(default_factory=dict)
+    sweeps: dict[int, launch.AllReduceRun] = field(default_factory=dict)
     """GPU count -> the all-reduce sweep on that many GPUs, measured once per session."""
     topology: dict | None = None
     """What NVML said about the links (harness.node.topology.read_topology), once read."""
@@ -61,7 +62,7 @@ class InterconnectRuns(KindRunner):
             self.started[gpus] = prestart.start_early(spec.launch, launch_command(spec, run_dir), run_dir,
                                                       f"{ctx.run_id}-{spec.case_id}")
 
-    def sweep(self, gpus: int) -> allreduce.AllReduceRun:
+    def sweep(self, gpus: int) -> launch.AllReduceRun:
         """The all-reduce sweep on ``gpus`` GPUs (CPU ranks): measured once per session."""
         if gpus not in self.sweeps:
             ctx = self.ctx
@@ -72,10 +73,10 @@ class InterconnectRuns(KindRunner):
             if busy:
                 if started is not None:
                     started.stop()
-                self.sweeps[gpus] = allreduce.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
+                self.sweeps[gpus] = launch.AllReduceRun(gpus=gpus, run_id=run_id, status="failed",
                                                            failure=Failure(reason=busy_gpu_message(busy)))
             else:
-                self.sweeps[gpus] = allreduce.run_allreduce(spec, ctx.log_dir(spec.case_id), run_id=run_id,
+                self.sweeps[gpus] = launch.run_allreduce(spec, ctx.log_dir(spec.case_id), run_id=run_id,
                                                             started=started)
         return self.sweeps[gpus]
 
@@ -119,4 +120,4 @@ class InterconnectRuns(KindRunner):
         """``interconnect`` of session.json and report.json; None when nothing was measured."""
         if not self.sweeps and not self.topology:
             return None
-        return allreduce.session_summary(self.sweeps, self.topology)
+        return launch.session_summary(self.sweeps, self.topology)
