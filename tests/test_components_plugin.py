@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.jobs.job import RESERVED_SECTIONS
 from harness.launch.components import ComponentsRun
 from harness.results.job import Failure
 from support.profiles import cpu_test_profile
@@ -190,6 +191,8 @@ def test_a_site_job_brings_its_runner_whose_section_and_launches_the_session_wri
     result.assert_outcomes(passed=2 + (outcome == "passed"), failed=outcome == "failed", skipped=2)
     session = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
     assert session["site_scratch"] == {"gbps": gbps}
+    # job.py's RESERVED_SECTIONS is a copy of session.json's own keys: it must hold every one the session wrote
+    assert set(session) - {"site_scratch", "interconnect", "soak"} <= RESERVED_SECTIONS
     assert session["timeline"]["launches_s"]["scratch probe"] == 0.5
     assert session["session_verdict"]["verdict"] == ("PASS" if outcome == "passed" else "FAIL")
 

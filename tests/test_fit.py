@@ -416,7 +416,13 @@ def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(run_dir)
     """Hosts J and M (docs/data/2026-11-27-h100x4-host-j, docs/data/2026-11-28-h100x4-host-m): each figure their
     sessions measured, as the fit reads it, meets the shipped h100-80gb bound of its table, key and GPU count, and
     every fitted bound was met."""
-    shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
+    judged = assert_meets_every_shipped_bound(load_profile(REPO / "thresholds" / "h100-80gb.toml"), run_dir)
+    assert len(judged) == 98 + 1  # and the all-reduce at 4 GPUs, the one a node of 4 runs
+
+
+def assert_meets_every_shipped_bound(shipped, run_dir: Path) -> set[tuple[str, str, int]]:
+    """Asserts each figure of the session at ``run_dir``, as the fit reads it, meets the ``shipped`` profile's bound
+    of its table, key and GPU count; returns the (table, key, GPUs) it judged."""
     judged = set()
     for figure in read_session(run_dir).figures:
         reference = shipped_reference(shipped, figure)
@@ -426,7 +432,16 @@ def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(run_dir)
         higher_is_worse = figure.key.startswith("max_")
         limit = reference.limit(lower_is_worse=not higher_is_worse)
         assert figure.value <= limit if higher_is_worse else figure.value >= limit, (figure, reference)
-    assert len(judged) == 98 + 1  # and the all-reduce at 4 GPUs, the one a node of 4 runs
+    return judged
+
+
+def assert_reproduced(shipped, fitted, hosts: int) -> None:
+    """Asserts every fitted bound is the ``shipped`` profile's, fitted from ``hosts`` hosts."""
+    for bound in fitted:
+        reference = shipped_reference(shipped, bound)
+        assert reference is not None, bound
+        assert (reference.ref, reference.tol, reference.hosts) == (
+            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), hosts), bound
 
 
 def _first_attempts_judged(run_dir: Path) -> tuple[int, int, list[tuple[str, str, float]]]:
@@ -467,11 +482,7 @@ def test_shipped_fitted_bounds_come_out_of_the_sessions_they_name():
     sessions on 5 hosts: X1-X5's 6 and X11's 2 (h100-80gb's: the test above)."""
     shipped = load_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
     fitted = fit([read_session(folder) for folder in [*sorted(X2.iterdir()), *X11_FITTED]])
-    for bound in fitted:
-        reference = shipped_reference(shipped, bound)
-        assert reference is not None, bound
-        assert (reference.ref, reference.tol, reference.hosts) == (
-            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), 5), bound
+    assert_reproduced(shipped, fitted, hosts=5)
     assert len(fitted) == 59
 
 
@@ -620,19 +631,6 @@ def test_the_shipped_h200_x2_bounds_come_out_of_their_calibration_sessions_and_a
     bound reproduced; the default session of a fourth host, which PASSed on the GPUs, meets every one of them."""
     shipped = load_profile(REPO / "thresholds" / "h200-x2.toml")
     fitted = fit([read_session(folder) for folder in sorted(H200X2.iterdir())])
-    for bound in fitted:
-        reference = shipped_reference(shipped, bound)
-        assert reference is not None, bound
-        assert (reference.ref, reference.tol, reference.hosts) == (
-            pytest.approx(bound.ref, rel=1e-5), pytest.approx(bound.tol, rel=1e-3), 3), bound
+    assert_reproduced(shipped, fitted, hosts=3)
     assert len(fitted) == 59
-    judged = 0
-    for figure in read_session(H200X2_HELD_OUT).figures:
-        reference = shipped_reference(shipped, figure)
-        if reference is None:
-            continue
-        judged += 1
-        higher_is_worse = figure.key.startswith("max_")
-        limit = reference.limit(lower_is_worse=not higher_is_worse)
-        assert figure.value <= limit if higher_is_worse else figure.value >= limit, (figure, reference)
-    assert judged >= 59
+    assert len(assert_meets_every_shipped_bound(shipped, H200X2_HELD_OUT)) == 59  # every fitted bound judged
