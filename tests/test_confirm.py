@@ -40,11 +40,37 @@ def test_a_miss_within_the_noise_is_in_doubt():
     assert confirm.doubted_key(first.checks, first.record, first.baseline) == "weak_efficiency"
 
 
-def test_a_calibration_session_re_measures_nothing_not_even_a_case_in_doubt():
-    """--harness-calibration: calibrate-fit fits each case's first figure and skips re-measures."""
-    for first in (case(948.0, ci=0.004), case(900.0, stop="max time")):
-        assert confirm.doubted_key(first.checks, first.record, first.baseline) == "weak_efficiency"
-        assert confirm.doubted_key(first.checks, first.record, first.baseline, calibration=True) is None
+def test_a_calibration_session_re_measures_a_window_that_never_settled_and_nothing_else():
+    """--harness-calibration: no check is doubted (calibrate-fit fits figures, judges none), but a window that never
+    settled, the case's or its reference's, is measured again until one settles."""
+    in_doubt = case(948.0, ci=0.004)
+    assert confirm.doubted_key(in_doubt.checks, in_doubt.record, in_doubt.baseline) == "weak_efficiency"
+    assert confirm.doubted_key(in_doubt.checks, in_doubt.record, in_doubt.baseline, calibration=True) is None
+    unsettled = case(900.0, stop="max time")
+    assert confirm.doubted_key(unsettled.checks, unsettled.record, unsettled.baseline,
+                               calibration=True) == confirm.WINDOW
+    reference_unsettled = case(990.0)
+    reference_unsettled = confirm.Attempt(
+        record=reference_unsettled.record, checks=reference_unsettled.checks,
+        baseline=full_record(world_size=1, throughput_per_gpu=1000.0, settings={"measure_stop_reason": "max time"}))
+    assert confirm.doubted_key(reference_unsettled.checks, reference_unsettled.record, reference_unsettled.baseline,
+                               calibration=True) == confirm.WINDOW
+
+
+def test_a_calibration_session_keeps_the_first_attempt_whose_window_settled():
+    first, second, third = case(900.0, stop="max time"), case(980.0), case(990.0)
+    assert not confirm.settles([first], confirm.WINDOW) and confirm.settles([first, second], confirm.WINDOW)
+    chosen, checks = confirm.decide([first, second, third], confirm.WINDOW)
+    assert chosen is second
+    assert efficiency(confirm.Attempt(record=chosen.record, baseline=chosen.baseline, checks=checks)).note.startswith(
+        "calibration: window settled on re-measure 1 of 2")
+    never = [case(900.0, stop="max time"), case(905.0, stop="max time"), case(910.0, stop="max time")]
+    chosen, checks = confirm.decide(never, confirm.WINDOW)
+    assert chosen is never[0]
+    assert "window never settled in 3 attempts, the first stands" in next(c for c in checks
+                                                                          if c.key == "weak_efficiency").note
+    settled_first, _ = confirm.decide([second], confirm.WINDOW)
+    assert settled_first is second and all(not c.note.startswith("calibration") for c in second.checks)
 
 
 def test_a_miss_on_an_unsettled_window_is_in_doubt_however_far():

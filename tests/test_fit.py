@@ -50,6 +50,50 @@ def three_hosts(tmp_path):
             session(tmp_path, "b1", "b", 1000.0, 970.0), session(tmp_path, "c1", "c", 1000.0, 980.0)]
 
 
+def _remeasure(run_dir: Path, label: str, world_size: int, per_gpu: float, stop: str = "CI target") -> None:
+    """A re-measure's record, labelled as the session's launch labels it (plugin/launching.py remeasure_runs)."""
+    record = full_record(run_id=f"{run_dir.name}-{label}", world_size=world_size, independent=world_size == 1,
+                         throughput_per_gpu=per_gpu, throughput_total=world_size * per_gpu,
+                         global_batch_size=256 * world_size, settings={"measure_stop_reason": stop},
+                         per_rank=tuple(dataclasses.replace(r, throughput=per_gpu) for r in full_record().per_rank))
+    write_record(run_dir / "runs" / f"{label}.json", record)
+
+
+def _unsettle(run_dir: Path, name: str) -> None:
+    path = run_dir / "runs" / name
+    data = json.loads(path.read_text())
+    data.setdefault("settings", {})["measure_stop_reason"] = "max time"
+    path.write_text(json.dumps(data))
+
+
+def test_a_fit_takes_each_case_s_first_settled_window_with_the_reference_measured_beside_it(tmp_path):
+    """A window that never settled is re-measured in a calibration session (harness/checks/confirm.py WINDOW); the
+    fit takes the first attempt whose window and reference's settled, paired with that attempt's reference, and a
+    case no attempt of which settled as it came, counted in the report."""
+    run_dir = session(tmp_path, "s", "a", 1000.0, 900.0)
+    _unsettle(run_dir, "resnet50-bf16-weak-2gpu.json")
+    _remeasure(run_dir, "resnet50-bf16-weak-1gpu-confirm1-for-2gpu", 1, 1010.0)
+    _remeasure(run_dir, "resnet50-bf16-weak-2gpu-confirm1", 2, 930.0, stop="max time")
+    _remeasure(run_dir, "resnet50-bf16-weak-1gpu-confirm2-for-2gpu", 1, 1000.0)
+    _remeasure(run_dir, "resnet50-bf16-weak-2gpu-confirm2", 2, 970.0)
+    read = read_session(run_dir)
+    figures = {(f.key, f.gpus): f.value for f in read.figures}
+    assert figures[("min_weak_efficiency", 2)] == pytest.approx(0.97)  # confirm2 over its own reference
+    rates = sorted(f.value for f in read.figures if f.key == "min_samples_per_sec_per_gpu")
+    assert rates == pytest.approx([1000.0])  # the 1-GPU case's first, settled
+    assert (read.remeasured, read.unsettled) == (1, 0)
+
+    never = session(tmp_path, "n", "a", 1000.0, 900.0)
+    _unsettle(never, "resnet50-bf16-weak-1gpu.json")
+    _remeasure(never, "resnet50-bf16-weak-1gpu-confirm1", 1, 1100.0, stop="max time")
+    read = read_session(never)
+    rates = sorted(f.value for f in read.figures if f.key == "min_samples_per_sec_per_gpu")
+    assert rates == pytest.approx([1000.0])  # none settled: the first stands, not the re-measure's 1100
+    assert (read.remeasured, read.unsettled) == (0, 2)  # the 1-GPU case and the 2-GPU case judged on it
+    assert "Windows: 0 cases' figures come from a re-measure whose window settled (their first never did); 2 from a " \
+           "window that never settled" in report(fit([read], min_hosts=1), [read])
+
+
 def test_a_bound_is_the_median_host_and_twice_the_worst_shortfall(three_hosts):
     fitted = {(f.key, f.gpus): f for f in fit([read_session(d) for d in three_hosts])}
     efficiency = fitted[("min_weak_efficiency", 2)]

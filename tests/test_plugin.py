@@ -32,6 +32,8 @@ class FakeLauncher:
 
     def __init__(self, per_gpu=100.0):
         self.per_gpu = per_gpu
+        self.stop_reason = lambda call: "CI target"
+        """The window's stop reason of the n-th call (1-based): "max time" is a window that never settled."""
         self.calls = []
         self.groups = []
         self.follow_ons = []
@@ -66,7 +68,8 @@ class FakeLauncher:
                          batch_size_per_gpu=spec.per_gpu_batch, global_batch_size=spec.per_gpu_batch * world,
                          status="ok", sample_unit="sequences", throughput_per_gpu=per_gpu,
                          throughput_total=per_gpu * world, step_time_ms=stats,
-                         straggler_ratio=1.0 if world > 1 else None, loss_finite=True)
+                         straggler_ratio=1.0 if world > 1 else None, loss_finite=True,
+                         settings={"measure_stop_reason": self.stop_reason(len(self.calls))})
 
 
 @pytest.fixture
@@ -408,6 +411,29 @@ def test_the_cases_in_doubt_are_re_measured_together_one_launch_per_attempt(suit
     assert result.stdout.str().count("FAIL, confirmed 2 of 2") >= 4
     runs = sorted(p.name for p in (pytester.path / "reports" / "latest" / "runs").iterdir())
     assert {"tiny_bert-fp32-weak-2gpu-confirm1.json", "tiny_bert-fp32-weak-1gpu-confirm1-for-2gpu.json"} <= set(runs)
+
+
+def test_a_calibration_session_re_measures_a_window_that_never_settled_and_nothing_in_doubt(suite, pytester):
+    """Issue 27: calibrate-fit fits each case's first settled window. The 2-GPU case's first window stops at its cap
+    ("max time"); the calibration session's launch re-measures it with its reference, warm, until one settles (the
+    first re-measure does), and nothing else, although every step-time CV misses its bound (a default session
+    re-measures each of those)."""
+    run, launcher, thresholds = suite
+    profile = thresholds / "cpu-test.toml"
+    profile.write_text(profile.read_text().replace("max_step_time_cv = { 1 = 0.5, 2 = 0.5 }",
+                                                   "max_step_time_cv = { 1 = 0.001, 2 = 0.001 }"))
+    launcher.stop_reason = lambda call: "max time" if call == 2 else "CI target"
+    result = run("-v", "--harness-calibration")
+    assert launcher.follow_ons == [(0, ["tiny_bert-bf16-weak-1gpu", "tiny_bert-bf16-weak-2gpu"])]
+    runs = sorted(p.name for p in (pytester.path / "reports" / "latest" / "runs").iterdir())
+    assert runs == ["tiny_bert-bf16-weak-1gpu-confirm1-for-2gpu.json", "tiny_bert-bf16-weak-1gpu.json",
+                    "tiny_bert-bf16-weak-2gpu-confirm1.json", "tiny_bert-bf16-weak-2gpu.json"]
+    results = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())["results"]
+    two = next(r for nodeid, r in results.items() if nodeid.endswith("[tiny_bert-bf16-2gpu]"))
+    efficiency = next(c for c in two["checks"] if c["key"] == "weak_efficiency")
+    assert efficiency["note"].startswith("calibration: window settled on re-measure 1 of 1")
+    result.stdout.fnmatch_lines(["*tiny_bert-bf16-2gpu: its window never settled (CI ±*): re-measured with its "
+                                 "reference (1 of 2)*"])
 
 
 class StartedEarly:

@@ -35,7 +35,7 @@ class Confirmations:
     cases: CaseLauncher
     judge: Judge
     calibration: bool = False
-    """--harness-calibration: nothing is re-measured (confirm.doubted_key)."""
+    """--harness-calibration: a case is re-measured only where its window never settled (confirm.WINDOW)."""
     judged: set[CaseId] = field(default_factory=set)
     """Cases whose test has taken its records: never measured again ahead of it."""
     measured: dict[tuple[CaseId, int], tuple[RunRecord, RunRecord | None]] = field(default_factory=dict)
@@ -111,7 +111,7 @@ class Confirmations:
             if pair is None:
                 return False
             attempts.append(self.attempt(case, *pair))
-            if confirm.direct_failure(attempts[-1].checks) or confirm.agree(attempts, key):
+            if confirm.direct_failure(attempts[-1].checks) or confirm.settles(attempts, key):
                 return False
         return True
 

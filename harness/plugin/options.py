@@ -178,8 +178,8 @@ def add_options(parser: pytest.Parser) -> None:
          help="run although HARNESS_FAULT is set (the harness's self-tests); a sign-off refuses it")
     _add(group, "calibration", action="store_true",
          help="a calibration session on a healthy node, for `harness calibrate-fit` (docs/calibration.md): no "
-              "re-measures before a FAIL, the all-reduce measured where the profile has no bound for it yet; "
-              "never a sign-off")
+              "re-measures before a FAIL, only of a window that never settled; the all-reduce measured where the "
+              "profile has no bound for it yet; never a sign-off")
     _add(group, "soak", "--soak", metavar="DURATION",
          help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
               "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")

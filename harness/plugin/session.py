@@ -110,8 +110,7 @@ class HarnessSession:
     def __post_init__(self) -> None:
         self.confirmations = Confirmations(cases=self.cases, judge=self.judge,
                                            calibration=self.ctx.options.calibration)
-        if not self.ctx.options.calibration:  # a calibration session re-measures nothing: its launch need not hold
-            self.cases.follow_ons = self.confirmations
+        self.cases.follow_ons = self.confirmations
 
     @property
     def profile(self) -> Profile:
@@ -155,16 +154,18 @@ class HarnessSession:
         agree or MAX_REMEASURES are spent, and judged on the median attempt (harness/checks/confirm.py)."""
         attempts = [first]
         for attempt in range(1, confirm.MAX_REMEASURES + 1):
+            ci = f"CI ±{confirm.noise(first.record, first.baseline):.1%}"
             self.confirmations.tell(
-                f"{case.test_param}: {key} in doubt (CI ±{confirm.noise(first.record, first.baseline):.1%}"
-                f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''}): re-measured with "
-                f"its reference ({attempt} of {confirm.MAX_REMEASURES})")
+                (f"{case.test_param}: its window never settled ({ci})" if key == confirm.WINDOW else
+                 f"{case.test_param}: {key} in doubt ({ci}"
+                 f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''})")
+                + f": re-measured with its reference ({attempt} of {confirm.MAX_REMEASURES})")
             record, baseline = self.confirmations.remeasured(case, attempt)
             checks = self.judge(case, record, baseline)
             if confirm.direct_failure(checks):
                 return record, baseline, checks  # a run that fails on re-measure is a finding of its own
             attempts.append(confirm.Attempt(record=record, baseline=baseline, checks=checks))
-            if confirm.agree(attempts, key):
+            if confirm.settles(attempts, key):
                 break
         chosen, checks = confirm.decide(attempts, key)
         return chosen.record, chosen.baseline, checks

@@ -316,7 +316,7 @@ def _set_definition(lines: list[str], family: str) -> list[str]:
 
 def held_out_sessions(fitted: list[Fitted]) -> tuple[int, int]:
     """(missed, tried): the sessions judged leave-one-host-out, and how many of them miss at least one bound
-    fitted without their host. missed / tried is the measured false-FAIL rate of a first attempt on a healthy
+    fitted without their host. missed / tried is the measured false-FAIL rate of a first settled window on a healthy
     host the bounds did not see (a miss within its noise is re-measured before it fails, so a session's is lower)."""
     missed = {session for f in fitted for session in f.held_out_failures}
     judged = {session for f in fitted for session in f.held_out_judged}
@@ -331,9 +331,12 @@ def report(fitted: list[Fitted], sessions: list[Session]) -> str:
     out = [f"Fitted from {len(sessions)} sessions on {_hosts(len(hosts))} (GPU UUIDs): "
            + "; ".join(f"host {i + 1}: {h[:60]}" for i, h in enumerate(hosts)), "",
            f"False-FAIL rate, measured leave-one-host-out: {missed} of {tried} sessions miss at least one bound "
-           f"fitted without their host on a first attempt ({missed / tried:.0%}); a miss within its measured noise "
-           "is re-measured before it fails, so a session's rate is at most this." if tried else
+           f"fitted without their host on a first settled window ({missed / tried:.0%}); a miss within its measured "
+           "noise is re-measured before it fails, so a session's rate is at most this." if tried else
            "False-FAIL rate: not measured (leave-one-host-out needs a second host).", "",
+           f"Windows: {sum(s.remeasured for s in sessions)} cases' figures come from a re-measure whose window "
+           f"settled (their first never did); {sum(s.unsettled for s in sessions)} from a window that never settled "
+           "(no settled re-measure of it).", "",
            "| table | bound | GPUs | ref | tol | limit | worst session | hosts | runs | host spread | "
            "held-out failures | held-out misses |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in fitted:
@@ -433,5 +436,5 @@ def cli_fit(ns: Any) -> int:
           + (f"; {held_out} of them fail leave-one-host-out (the report's held-out column): a host outside "
              "the others' spread; fit from more hosts before trusting a miss by a hair" if held_out else "")
           + (f"; false-FAIL rate measured leave-one-host-out: {missed} of {tried} sessions miss a bound on a "
-             "first attempt" if tried else ""))
+             "first settled window" if tried else ""))
     return 0

@@ -6,10 +6,12 @@ read by running the checks over the session's run records with bounds no record 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.checks import verdict
+from harness.checks.confirm import MAX_REMEASURES, window_settled
 from harness.definitions import current_id
 from harness.profile.bounds import CaseBounds, ComponentBounds
 from harness.records import RunRecord
@@ -71,6 +73,10 @@ class Session:
     """The host's GPU UUIDs (a VM's host name says nothing: lent machines are all called "vm")."""
     profile: str
     figures: list[Figure] = field(default_factory=list)
+    remeasured: int = 0
+    """Cases whose figures come from a re-measure, their first window having never settled (``fitted_attempts``)."""
+    unsettled: int = 0
+    """Cases whose figures come from a window that never settled: no re-measure of it settled either."""
 
 
 _GIVE = "give run directories that `make acceptance` wrote (reports/<run-id>/)"
@@ -111,9 +117,65 @@ def _host_of(summary: dict) -> str:
 
 
 def first_attempts(records: list[RunRecord]) -> list[RunRecord]:
-    """A session's single-node training records that ran, re-measures and repeats left out: the figures a fit
-    takes (and benchmarks/rejudge_sessions.py judges)."""
+    """A session's single-node training records that ran, re-measures and repeats left out: what
+    benchmarks/rejudge_sessions.py judges, and the attempts a fit starts from (``fitted_attempts``)."""
     return [r for r in records if r.ok and r.nodes == 1 and "-repeat" not in r.run_id and "-confirm" not in r.run_id]
+
+
+REMEASURE_LABEL = re.compile(r"-confirm(?P<attempt>[0-9]+)(?:-for-(?P<gpus>[0-9]+)gpu)?$")
+"""How a re-measure's run is labelled (harness/plugin/launching.py ``remeasure_runs``): attempt N of a case is
+``<case>-confirmN``, the 1-GPU reference measured with it for a G-GPU case ``<reference case>-confirmN-for-Ggpu``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FittedAttempt:
+    record: RunRecord
+    baseline: RunRecord | None
+    attempt: int
+    """0: the case's first attempt; N: its Nth re-measure (taken where the first's window never settled)."""
+    settled: bool
+    """Whether its window and its reference's settled (harness/checks/confirm.py ``window_settled``)."""
+
+
+def fitted_attempts(records: list[RunRecord]) -> list[FittedAttempt]:
+    """Per single-node case of a session, the attempt a fit takes, with its 1-GPU reference: the first whose window
+    and whose reference's settled, else the first (an acceptance session judges a settled figure: an unsettled one
+    in doubt is re-measured, harness/checks/confirm.py). A calibration session re-measures exactly the cases whose
+    window never settled; a default session's re-measures of a case whose first window settled are not taken (that
+    would pick among attempts by their figures)."""
+    first = first_attempts(records)
+    references = references_of(first)
+    # (the case's key, attempt) -> its re-measure; (model, precision, batch, attempt, G) -> a G-GPU case's reference
+    again: dict[tuple, RunRecord] = {}
+    for record in records:
+        label = REMEASURE_LABEL.search(record.run_id)
+        if record.ok and record.nodes == 1 and label is not None:
+            number, gpus = int(label["attempt"]), label["gpus"]
+            again[(record.model, record.precision, record.batch_size_per_gpu, number, int(gpus)) if gpus
+                  else _case_key(record) + (number,)] = record
+    chosen = []
+    for record in first:
+        baseline = reference_of(record, references)
+        attempt = FittedAttempt(record=record, baseline=baseline, attempt=0, settled=window_settled(record, baseline))
+        for number in range(1, MAX_REMEASURES + 1):
+            if attempt.settled:
+                break
+            remeasured = again.get(_case_key(record) + (number,))
+            if baseline is None or baseline is record:  # a 1-GPU weak case is its own reference
+                reference = remeasured
+            else:
+                reference = again.get((baseline.model, baseline.precision, baseline.batch_size_per_gpu, number,
+                                       record.world_size))
+            if remeasured is None or reference is None:
+                break
+            if window_settled(remeasured, reference):
+                attempt = FittedAttempt(record=remeasured, baseline=reference, attempt=number, settled=True)
+        chosen.append(attempt)
+    return chosen
+
+
+def _case_key(record: RunRecord) -> tuple:
+    return (record.model, record.precision, record.scaling, record.batch_size_per_gpu, record.world_size)
 
 
 References = dict[tuple[str, str, int], RunRecord]
@@ -131,13 +193,11 @@ def reference_of(record: RunRecord, references: References) -> RunRecord | None:
         record.world_size if record.scaling == "strong" else 1)))
 
 
-def _training_figures(records: list[RunRecord], host: str, session: str) -> list[Figure]:
-    records = first_attempts(records)
-    references = references_of(records)
+def _training_figures(attempts: list[FittedAttempt], host: str, session: str) -> list[Figure]:
     figures = []
-    for record in records:
+    for attempt in attempts:
+        record, baseline = attempt.record, attempt.baseline
         bounds = probe_bounds(record.model, record.precision, record.batch_size_per_gpu)
-        baseline = reference_of(record, references)
         judge = verdict.weak_scaling_checks if record.scaling == "weak" else verdict.strong_scaling_checks
         gpus = record.world_size if record.world_size > 1 else verdict.gpus_at_once(record)
         for check in judge(record, baseline, bounds, telemetry_note=""):
@@ -232,7 +292,10 @@ def read_session(run_dir: Path, assume_training: str | None = None) -> Session:
             f"{run_dir}: measured as training definition {recorded.get('training') or 'unknown (older harness)'}; "
             f"this harness measures {current_id('training')}: fit from sessions of this harness only")
     gpus = as_int(as_dict(summary.get("hardware")).get("gpu_count")) or 0
-    session.figures = (_training_figures(records, host, run_dir.name)
+    attempts = fitted_attempts(records)
+    session.remeasured = sum(1 for a in attempts if a.attempt)
+    session.unsettled = sum(1 for a in attempts if not a.settled)
+    session.figures = (_training_figures(attempts, host, run_dir.name)
                        + _component_figures(summary, host, run_dir.name, gpus))
     if recorded.get("allreduce") == current_id("allreduce"):  # else its all-reduce was measured another way
         session.figures += _interconnect_figures(summary, host, run_dir.name)
