@@ -23,9 +23,9 @@
 #                      healthy link reads ~55: a miss in doubt), so the confirm-before-FAIL path runs on the GPUs:
 #                      two re-measures of the host-link part alone, then "FAIL, confirmed 2 of 2"
 #   calibration, calibration2, calibration3
-#                      a default session with --harness-calibration: first measurements for
-#                      `harness calibrate-fit` (no re-measures; the all-reduce measured where the profile has no
-#                      bound yet); never a sign-off
+#                      a default session with --harness-calibration: measurements for `harness calibrate-fit`
+#                      (no confirm-before-FAIL; a window that never settled re-measured; the all-reduce measured
+#                      where the profile has no bound yet); never a sign-off
 # Each step's records come back as $OUT/STEP.tgz and its last lines in $OUT/verify.txt.
 # SESSION_LIMIT_S=N interrupts a session after N s (SIGINT: the harness writes what it measured), so that a
 # session which runs past what is left of the call still returns its records (2026-11-27: a default session
