@@ -137,3 +137,18 @@ def test_a_launch_an_interrupt_stops_is_kept_with_its_time(tmp_path, monkeypatch
         run_job(launch, [sys.executable, "-c", "import time; time.sleep(30)"], run_dir, "stop-run", timeout_s=30)
     [stopped] = supervise.stopped_since(before)
     assert stopped.name == "launch2-4gpu" and 0.3 <= stopped.elapsed_s < 10
+
+
+def test_the_tests_kept_from_running_by_one_reason_share_one_line():
+    """A 1 x H200 calibration session printed one sentence 8 times, once per case its profile's older training
+    definition kept from being judged (2026-11-28): one line per reason, the tests named, the reason once."""
+    from harness.plugin.progress import not_run_lines
+
+    reason = "not evaluated: the profile's training bounds were measured under definition 2026-11-21"
+    cases = [{"name": f"test_weak_scaling[case{i}]", "reason": reason} for i in range(8)]
+    lines = not_run_lines([*cases, {"name": "test_gpu_state[gpu0]", "reason": "not collected"}])
+    assert lines == [
+        "harness: did not run, 8 tests: test_weak_scaling[case0], test_weak_scaling[case1], test_weak_scaling[case2], "
+        "test_weak_scaling[case3], test_weak_scaling[case4], test_weak_scaling[case5] and 2 more (report.html lists "
+        f"them): {reason}",
+        "harness: did not run: test_gpu_state[gpu0]: not collected"]

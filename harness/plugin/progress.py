@@ -15,7 +15,7 @@ state line each minute (plugin/soak.py) follows the verdict lines' rule.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -133,15 +133,33 @@ def _outcome_word(report: pytest.TestReport) -> str:
     return "PASS" if report.passed else "FAIL"
 
 
+NOT_RUN_NAMES = 6
+"""Tests named per reason in the terminal; report.html lists every one."""
+
+
+def not_run_lines(not_run: Sequence[dict]) -> list[str]:
+    """One line per reason, naming the tests it kept from running: a profile whose training bounds are of another
+    definition keeps all 8 cases of a 1-GPU node from being judged for one reason, which printed 8 times was
+    a screen of one sentence (2026-11-28)."""
+    by_reason: dict[str, list[str]] = {}
+    for entry in not_run:
+        by_reason.setdefault(str(entry["reason"]), []).append(str(entry["name"]))
+    lines = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:NOT_RUN_NAMES]) + (f" and {len(names) - NOT_RUN_NAMES} more (report.html lists them)"
+                                                    if len(names) > NOT_RUN_NAMES else "")
+        lines.append(f"harness: did not run: {shown}: {reason}" if len(names) == 1
+                     else f"harness: did not run, {len(names)} tests: {shown}: {reason}")
+    return lines
+
+
 def write_verdict_lines(reporter: pytest.TerminalReporter, verdict: SessionVerdict) -> None:
     """The failures by cause and the cases that did not run, then the verdict itself as the last line.
 
     Printed at every verbosity (``-qq`` too): the verdict is the session's product.
     """
     lines = [f"harness: failed: {cause.text()}" for cause in verdict.causes]
-    lines += [f"harness: did not run: {entry['name']}: {entry['reason']}" for entry in verdict.not_run[:20]]
-    if len(verdict.not_run) > 20:
-        lines.append(f"harness: did not run: {len(verdict.not_run) - 20} more (report.html lists them)")
+    lines += not_run_lines(verdict.not_run)
     lines += [f"harness: override: {o.get('name')}={o.get('value')}: {o.get('effect')}" for o in verdict.overrides]
     for line in lines:
         write_own_line(reporter, line)
