@@ -706,11 +706,12 @@ def test_the_shipped_h200_x1_bounds_come_out_of_their_calibration_sessions_and_a
         assert len(assert_meets_every_shipped_bound(shipped, H200X1_HELD_OUT / name)) == 34
 
 
-def test_the_host_d_session_that_failed_misses_its_host_link_and_one_step_time_cv_on_a_first_attempt():
+def test_the_host_d_session_that_failed_misses_one_step_time_cv_and_its_host_link_meets_the_host_side_floor():
     """Host D (GPU-34b6dace): its second default session FAILed, 2 minutes after a PASS, on the concurrent host link
     (46.8 GB/s against 52.54, confirmed 2 of 3; the link alone missed 49.7 once in 3) and ResNet-152 fp16's step-time
-    CV (0.0281 against 0.0278, confirmed 2 of 3): the first attempts as the fit reads them miss those two and nothing
-    else (docs/data/2026-11-28-h200x1-held-out)."""
+    CV (0.0281 against 0.0278, confirmed 2 of 3) (docs/data/2026-11-28-h200x1-held-out). The host link's least
+    tolerance is now a host-side one (fit.HOST_LINK_FLOOR, 29 %: limit 39.3): of the first attempts, as the fit reads
+    them, only the CV misses, a tail figure; the session would still FAIL on it, as it did."""
     shipped = load_profile(REPO / "thresholds" / "h200-x1.toml")
     missed = []
     for figure in read_session(H200X1_HELD_OUT / "20261128-105732-vm-h200-x1-659").figures:
@@ -719,5 +720,6 @@ def test_the_host_d_session_that_failed_misses_its_host_link_and_one_step_time_c
         limit = reference.limit(lower_is_worse=not higher_is_worse)
         if figure.value > limit if higher_is_worse else figure.value < limit:
             missed.append((figure.table, figure.key, round(figure.value, 4)))
-    assert missed == [("components", "min_h2d_concurrent_gbps", 46.8183),
-                      ("models.resnet152.fp16", "max_step_time_cv", 0.0281)]
+        if figure.key == "min_h2d_concurrent_gbps":
+            assert (round(figure.value, 2), round(limit, 2)) == (46.82, 39.27)
+    assert missed == [("models.resnet152.fp16", "max_step_time_cv", 0.0281)]
