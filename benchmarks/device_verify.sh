@@ -9,6 +9,10 @@
 #   default2, default3 the same again (a second and third session on this host)
 #   default-off        the default session with --harness-prestart off (every launch starts at its turn): the
 #                      layout before issue 28's early start, for a same-host comparison
+#   settle-doubled     the DDP cases again with every settle time doubled (--harness-warmup-seconds SETTLE_DOUBLED_S,
+#                      default 4: twice h200's 2 s; give 6 for h100-80gb's 3 s; a hot case's quarter doubles with it):
+#                      run after `default` on the same host, `harness compare` of the two shows whether any case's
+#                      figure moved beyond its noise (issue 28 item 2: warm-up proven settled, on >= 2 hosts)
 #   fresh-jit-cache    the default session with an empty CUDA JIT cache (CUDA_CACHE_PATH a new directory), run after
 #                      a first session: if its cold warm-ups come back to a fresh machine's (ResNet-50 1-GPU ~14 s
 #                      against ~7 s), the first session's extra ~20 s is kernel compilation, not the page cache
@@ -58,6 +62,9 @@ for step in "$@"; do
     case $step in
         default|default2|default3) session "$step" -k "not soak" ;;
         default-off) session "$step" -k "not soak" --harness-prestart off ;;
+        settle-doubled) session "$step" -k "scaling" --harness-warmup-seconds "${SETTLE_DOUBLED_S:-4}"
+            first=$(ls -d /tmp/v/default/2* 2>/dev/null | head -1); second=$(ls -d /tmp/v/settle-doubled/2* | head -1)
+            [ -n "$first" ] && python3 -m harness compare "$first" "$second" > "$out/settle-compare.txt" 2>&1 ;;
         fresh-jit-cache) CUDA_CACHE_PATH=$(mktemp -d /tmp/v/jit-cache.XXXX) session "$step" -k "not soak" ;;
         calibration|calibration2|calibration3) session "$step" -k "not soak" --harness-calibration ;;
         quick|quick2|quick3) session "$step" --harness-level quick ;;
