@@ -1,22 +1,24 @@
 """The soak's training loop on one rank (harness/workloads/soak.py starts it): warm up, then windows of
 equal step counts for the soak's duration, one host sync and one all-reduce per window, never per
-step; rank 0 rewrites soak_windows.json after every window and writes soak.json at the end."""
+step; rank 0 rewrites soak_windows.json after every window and writes soak.json at the end.
+
+torch comes from the process group (harness.rank.start_process_group imports it), the model and the recipe
+when the soak starts: importing this module loads no torch, as on the launcher's side (tests/test_layout.py)."""
 
 from __future__ import annotations
 
 import json
 import math
 import time
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from harness.rank import SEED, ProcessGroup, Rank, start_process_group
 from harness.files import write_json_atomic
-from harness.workloads import recipe
-from harness.workloads.models import get_model
 from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE, SoakPlan
 from harness.workloads.soak_windows import window_count
+
+if TYPE_CHECKING:
+    from harness.workloads import recipe
 
 WARMUP_BLOCK_STEPS = 5
 MIN_WARMUP_STEPS = 10
@@ -43,8 +45,11 @@ def warm_up(plan: SoakPlan, step: recipe.TrainStep, group: ProcessGroup, rank: R
 
 
 def soak(plan: SoakPlan, rank: Rank) -> None:
+    from harness.workloads import recipe
+    from harness.workloads.models import get_model
+
     group = start_process_group(plan.device, rank)
-    dist = group.dist
+    torch, dist = group.torch, group.dist
     if group.cuda:
         torch.backends.cudnn.benchmark = True
     model = get_model(plan.model)
