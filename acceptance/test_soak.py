@@ -13,5 +13,5 @@ def test_soak(harness):
     """The whole duration on every GPU: no throttling, no new ECC errors, no throughput decay."""
     if harness.options.soak_duration_s is None:
         pytest.skip("burn-in runs only with --soak DURATION (e.g. --soak 4h)")
-    result = harness.run_soak()
+    result = harness.keep(harness.runner("soak").run_soak())
     harness.assert_passed(result)

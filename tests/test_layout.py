@@ -303,12 +303,11 @@ KIND_RUNNERS = ("harness.kinds.interconnect.runner", "harness.plugin.soak")
 
 def test_the_session_reaches_a_kind_only_through_its_job():
     """Issue 29: the session builds each kind's runner from its Job declaration and reaches it through KindRunner;
-    only the modules that attach the runners (harness/kinds/) and the fixture whose method calls one (the soak's)
-    import a kind's runner, and nothing below the plugin does."""
+    only the modules that attach the runners (harness/kinds/) import a kind's runner (an acceptance test reaches
+    it as ``harness.runner(section)``), and nothing below the plugin does."""
     importers = {name for name, path in MODULES.items()
                  if set(KIND_RUNNERS) & _top_level_imports(path, name, type_only_too=True)}
-    assert importers <= {"harness.kinds.shipped", "harness.kinds.interconnect.job", "harness.plugin.fixture",
-                         *KIND_RUNNERS}, importers
+    assert importers <= {"harness.kinds.shipped", "harness.kinds.interconnect.job", *KIND_RUNNERS}, importers
     assert "harness.plugin.session" not in importers
 
 

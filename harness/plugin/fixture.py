@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from typing import Any, cast
+from typing import Any
 
 from harness.cases import CaseId
 from harness.plugin.node_shape import node_shape_result
@@ -18,7 +18,6 @@ from harness.plugin.options import HarnessOptions
 from harness.plugin.remote_gpu_state import NodeGpu
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.session import HarnessSession
-from harness.plugin.soak import SoakRunner
 from harness.profile.bounds import Profile
 
 RESULT_KEY = pytest.StashKey["CaseResult | CheckedResult"]()
@@ -49,9 +48,6 @@ class HarnessTest:
 
     def run_gpu_state(self, target: int | NodeGpu) -> CheckedResult:
         return self._keep(self.session.gpu_state.run_gpu_state(target, list(self.session.results.values())))
-
-    def run_soak(self) -> CheckedResult:
-        return self._keep(cast(SoakRunner, self.session.runner("soak")).run_soak())
 
     def check_node_shape(self) -> CheckedResult:
         return self._keep(node_shape_result(self.session.ctx, self.session.gpu_state.remote))
