@@ -9,7 +9,7 @@ import pytest
 
 from harness.records import RunRecord, StepTimeStats
 from harness.kinds.interconnect.launch import AllReduceRun
-from harness.launch.soak import SoakRun
+from harness.kinds.soak.launch import SoakRun
 from support.profiles import cpu_test_profile
 
 pytest_plugins = ["pytester"]
@@ -374,7 +374,7 @@ def test_the_allreduce_and_soak_results_carry_their_sections_bounds(suite, pytes
         return SoakRun(spec=spec, run_id=run_id, status="ok", windows=windows, loss_finite=True, telemetry=no_telemetry)
 
     monkeypatch.setattr("harness.kinds.interconnect.launch.run_allreduce", sweep)
-    monkeypatch.setattr("harness.launch.soak.run_soak", soak)
+    monkeypatch.setattr("harness.kinds.soak.launch.run_soak", soak)
     run("--gpus", "2", "-k", "allreduce or soak", "--soak", "10s").assert_outcomes(passed=2)
     results = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())["results"]
     allreduce = next(r for nodeid, r in results.items() if "allreduce" in nodeid)

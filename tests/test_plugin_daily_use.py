@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch.soak import progress_line, reporting_progress
+from harness.kinds.soak.launch import progress_line, reporting_progress
 from harness.launch.spec import LaunchSettings, SoakSpec
 from harness.node.cpu_features import native_bf16_flag
 from harness.profile.load import load_profile

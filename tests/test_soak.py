@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.soak import soak_checks
-from harness.launch.soak import SoakRun
+from harness.kinds.soak.checks import soak_checks
+from harness.kinds.soak.launch import SoakRun
+from harness.kinds.soak.windows import throughput_decay
 from harness.launch.spec import LaunchSettings, SoakSpec
 from harness.profile.bounds import CaseBounds, SoakBounds
-from harness.workloads.soak_windows import parse_duration, throughput_decay, window_seconds
+from harness.workloads.soak_windows import parse_duration, window_seconds
 from harness.results.job import Failure
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.sampling import drive
@@ -150,7 +151,7 @@ def soak_suite(pytester, monkeypatch, tmp_path):
                            sample_unit="images",
                            telemetry={"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"})
 
-        monkeypatch.setattr("harness.launch.soak.run_soak", fake)
+        monkeypatch.setattr("harness.kinds.soak.launch.run_soak", fake)
         return pytester.runpytest(f"--harness-thresholds-dir={thresholds}", "-p", "no:cacheprovider", "-rs", *args)
 
     return run, specs
@@ -205,7 +206,7 @@ def test_a_soak_that_overflows_or_is_too_short_or_too_long_is_a_usage_error(soak
 
 @pytest.mark.slow
 def test_a_short_real_soak_reports_every_window_and_cleans_up(tmp_path, assert_no_process_left):
-    from harness.launch.soak import run_soak
+    from harness.kinds.soak.launch import run_soak
 
     spec = SoakSpec(model="tiny_bert", precision="fp32", batch_size_per_gpu=4, duration_s=3.0, window_s=1.0,
                     warmup_seconds=0.3, launch=LaunchSettings(gpus_per_node=1, device="cpu"))

@@ -2,10 +2,9 @@
 verdict's required set), ``job_of`` (a test's level and whether the matrix options narrow it) and
 ``with_site_jobs`` (the kinds the ``pytest_harness_jobs`` hook hands in, harness/plugin/hookspecs.py).
 
-The session's list is assembled above the plugin (harness/kinds/shipped.py: these, with their runners where
-they have one, and the kinds in folders of their own, in test order), so nothing here or below names a kind
-folder. A test no job of the session owns is refused at collection, so its requirement cannot be left out by
-forgetting a table.
+The session's list is assembled above the plugin (harness/kinds/shipped.py: these and the kinds in folders of
+their own, in test order), so nothing here or below names a kind folder. A test no job of the session owns is
+refused at collection, so its requirement cannot be left out by forgetting a table.
 """
 
 from __future__ import annotations
@@ -69,10 +68,6 @@ def _ddp_scaling(need: Requirement) -> list[str]:
             if case_required(profile, case, need.native_bf16)]
 
 
-def _soak(need: Requirement) -> list[str]:
-    return ["test_soak"]
-
-
 NODE_SHAPE = Job(name="node shape", tests=("test_node_shape",), level="quick", required=_node_shape,
                  missing_hint=NOT_COLLECTED.format(test="test_node_shape"))
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
@@ -81,11 +76,9 @@ COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_
                  required=_components)
 DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
                   required=_ddp_scaling, narrowed_by_matrix=True)
-SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak, section="soak")
 
-CORE_JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, COMPONENTS, DDP_SCALING, SOAK)
-"""The kinds of job not yet in a folder of their own under harness/kinds/. The soak's runner is attached above
-the plugin (harness/kinds/shipped.py): this floor knows no runner."""
+CORE_JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, COMPONENTS, DDP_SCALING)
+"""The kinds of job not yet in a folder of their own under harness/kinds/: this floor knows no runner."""
 
 
 def function_of(test_name: str) -> str:

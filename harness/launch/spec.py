@@ -270,7 +270,7 @@ class AllReduceSpec(LaunchedSpec):
 class SoakSpec(LaunchedSpec):
     """One soak: a training case on the launch's GPUs for ``duration_s``."""
 
-    worker_module: ClassVar[str] = "harness.workloads.soak"
+    worker_module: ClassVar[str] = "harness.kinds.soak.worker"
     model: str
     precision: str
     batch_size_per_gpu: int

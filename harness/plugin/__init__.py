@@ -9,9 +9,9 @@ ini file (acceptance/pytest.ini sets it). Then, before any test runs, it reads t
 This module holds only the hooks and the ``harness`` fixture; the session lives in
 ``config.stash``. The rest of the plugin, one concept per module: options, context (what the session
 knows from its start), cases (the parameters), specs (what is launched), launching (grouped
-launches, repeats, baselines), soak (its runner, attached to its Job above the plugin; every kind's
-runner is reached through ``Job.runner``, the interconnect's in harness/kinds/), results (what a test hands to
-the report), outputs (report.json, junit.xml, session.json, report.html), rundir, provenance.
+launches, repeats, baselines), results (what a test hands to the report), outputs (report.json, junit.xml,
+session.json, report.html), rundir, provenance. Every kind's runner is reached through ``Job.runner``; the
+interconnect's and the soak's are in harness/kinds/.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ capturing behave as for pytest's own lines)::
 
 Verbosity: the default and ``-v`` print both lines; ``-q`` keeps the verdict lines and drops the
 "next" lines (a quiet log still shows every case's figure); ``-qq`` prints neither. A soak's
-state line each minute (plugin/soak.py) follows the verdict lines' rule.
+state line each minute (harness/kinds/soak/runner.py) follows the verdict lines' rule.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The plan: what a worker module runs, written once by the launcher and read once by every rank;
 and the files its rank 0 leaves for the launcher when it is done.
 
-``python -m harness.workloads.ddp --plan plan.json`` (likewise workloads.soak and kinds.interconnect.worker) is the only
-way a spec reaches a worker: the launcher's spec (harness/launch/spec.py, where the defaults
+``python -m harness.workloads.ddp --plan plan.json`` (likewise kinds.interconnect.worker and kinds.soak.worker) is
+the only way a spec reaches a worker: the launcher's spec (harness/launch/spec.py, where the defaults
 live) resolves into one of these dataclasses, serialized to JSON in the run directory. A plan
 holds no defaults of its own: every value was decided by the spec.
 """

@@ -1,5 +1,7 @@
-"""The soak's time arithmetic (pure, light to import): the duration given on the command line,
-the length of its windows, and how much slower the last window ran than the first."""
+"""The soak's time arithmetic (pure, light to import) that the command line (``--soak``,
+harness/plugin/options.py) and the spec (harness/launch/spec.py) read: the duration given, the length of its
+windows and how few it may run. The windows of a running soak, how many and how much slower the last ran than
+the first, are the soak kind's (harness/kinds/soak/windows.py)."""
 
 from __future__ import annotations
 
@@ -31,14 +33,3 @@ def window_seconds(duration_s: float) -> float:
     enough that one host sync per window costs nothing."""
     return min(600.0, max(5.0, duration_s / 12))
 
-
-def window_count(duration_s: float, window_s: float) -> int:
-    """How many windows the soak runs: its duration in windows, and never fewer than MIN_WINDOWS."""
-    return max(MIN_WINDOWS, round(duration_s / window_s))
-
-
-def throughput_decay(windows: list[dict]) -> float | None:
-    """1 - last window's throughput / first window's: 0.05 = the node ended 5 % slower than it started."""
-    if len(windows) < MIN_WINDOWS or not windows[0].get("throughput"):
-        return None
-    return 1.0 - windows[-1]["throughput"] / windows[0]["throughput"]

@@ -17,7 +17,7 @@ from harness.launch.spec import SoakSpec
 from harness.launch.supervise import run_job
 from harness.results.job import Failure, JobResult
 from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE
-from harness.workloads.soak_windows import throughput_decay, window_count
+from harness.kinds.soak.windows import throughput_decay, window_count
 
 PROGRESS_PERIOD_S = 60.0
 """How often a running soak's state is reported: often enough to show it is alive, seldom enough for hours."""

@@ -9,9 +9,9 @@ from harness.catalog import MODELS
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import soak_spec
-from harness.checks.soak import soak_checks
-from harness.launch import soak
 from harness.jobs.job import KindRunner
+from harness.kinds.soak import launch
+from harness.kinds.soak.checks import soak_checks
 from harness.launch.spec import SoakSpec
 from harness.profile.bounds import Profile
 
@@ -26,7 +26,7 @@ def heaviest_case(profile: Profile) -> tuple[str, str]:
 @dataclass(kw_only=True)
 class SoakRunner(KindRunner):
     ctx: SessionContext
-    run: soak.SoakRun | None = None
+    run: launch.SoakRun | None = None
     """The soak of this session, once it ran."""
     say: Callable[[str], None] | None = None
     """Where the soak's state goes every minute while it runs (plugin/progress.py); None: nowhere."""
@@ -40,7 +40,7 @@ class SoakRunner(KindRunner):
     def run_soak(self) -> CheckedResult:
         ctx = self.ctx
         spec = self.spec()
-        run = soak.run_soak(spec, ctx.log_dir(spec.case_id), run_id=f"{ctx.run_id}-{spec.case_id}",
+        run = launch.run_soak(spec, ctx.log_dir(spec.case_id), run_id=f"{ctx.run_id}-{spec.case_id}",
                             on_progress=self.say)
         self.run = run
         checks = soak_checks(run, ctx.profile.soak, ctx.profile.bounds(spec.model, spec.precision),

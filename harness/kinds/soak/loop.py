@@ -1,4 +1,4 @@
-"""The soak's training loop on one rank (harness/workloads/soak.py starts it): warm up, then windows of
+"""The soak's training loop on one rank (harness/kinds/soak/worker.py starts it): warm up, then windows of
 equal step counts for the soak's duration, one host sync and one all-reduce per window, never per
 step; rank 0 rewrites soak_windows.json after every window and writes soak.json at the end.
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from harness.rank import SEED, ProcessGroup, Rank, start_process_group
 from harness.files import write_json_atomic
 from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE, SoakPlan
-from harness.workloads.soak_windows import window_count
+from harness.kinds.soak.windows import window_count
 
 if TYPE_CHECKING:
     from harness.workloads import recipe

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
-from harness.launch.soak import SoakRun
+from harness.kinds.soak.launch import SoakRun
 from harness.workloads.soak_windows import MIN_WINDOWS
 
 
