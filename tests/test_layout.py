@@ -381,12 +381,14 @@ the judges and the pages have no business (and would slow every rank's start).""
 
 def test_a_kinds_worker_loads_no_plugin_report_or_judge():
     """``python -m harness.kinds.<kind>.worker`` imports the packages on its way (harness.kinds and the kind's
-    own __init__) and what the worker imports at module level; none of it may reach the plugin, the report, the
+    own __init__) and what the worker imports at module level, and the kind's own modules also what they import
+    when they run (the soak's worker starts its loop so); none of it may reach the plugin, the report, the
     judges or the shipped list (a kind's __init__ stays empty for that)."""
     workers = sorted(name for name in MODULES if name.startswith(KINDS + ".") and name.endswith(".worker"))
     assert workers, "no kind's worker found"
     for worker in workers:
         parts = worker.split(".")
+        own = ".".join(parts[:3])
         seen: set[str] = set()
         todo = [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
         while todo:
@@ -395,6 +397,8 @@ def test_a_kinds_worker_loads_no_plugin_report_or_judge():
                 continue
             seen.add(name)
             imports = _top_level_imports(MODULES[name], name)
+            if name.startswith(own + "."):
+                imports |= {imported for _, imported in _every_import(MODULES[name], name)}
             assert not [i for i in imports if i.startswith(WORKER_MUST_NOT_LOAD)], (worker, name, imports)
             text = MODULES[name].read_text()
             assert "import pytest" not in text, (worker, name)
