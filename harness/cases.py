@@ -8,6 +8,7 @@ its ``to_dict()`` in session.json and report.json, never by parsing an id.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -69,3 +70,25 @@ class CaseId:
                        scaling=data.get("scaling", "weak"), nodes=int(data.get("nodes", 1)))
         except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(float('inf'))
             return None
+
+
+# --- a re-measure's run label (confirm before a FAIL; a calibration session's unsettled window) ------------------
+
+def remeasure_label(case_label: str, attempt: int, *, reference_for_gpus: int | None = None) -> str:
+    """The run label of re-measure ``attempt`` of a case (``<case>-confirmN``), or of the 1-GPU reference measured with
+    it for a case of ``reference_for_gpus`` GPUs (``<reference case>-confirmN-for-Ggpu``). Written by the launcher
+    (harness/plugin/launching.py), read back by ``remeasure_of``: a fit pairs each re-measure with its reference."""
+    label = f"{case_label}-confirm{attempt}"
+    return label if reference_for_gpus is None else f"{label}-for-{reference_for_gpus}gpu"
+
+
+_REMEASURE = re.compile(r"-confirm(?P<attempt>[0-9]+)(?:-for-(?P<gpus>[0-9]+)gpu)?$")
+
+
+def remeasure_of(run_id: str) -> tuple[int, int | None] | None:
+    """(attempt, the GPU count of the case it is the reference of, or None) of a run labelled by ``remeasure_label``
+    (a run id ends with its label); None for a first attempt."""
+    found = _REMEASURE.search(run_id)
+    if found is None:
+        return None
+    return int(found["attempt"]), int(found["gpus"]) if found["gpus"] else None

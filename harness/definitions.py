@@ -67,7 +67,9 @@ DEFINITIONS: dict[str, Definition] = {
         # cases run in the same order on the same processes. Figure unchanged: shown on one 4 x H100 host, the
         # same session with and without it (docs/data/2026-11-28-h100x4-prestart).
         # Then a refactor only: a follow-on's wait is workloads/plan.py's wait_for_plan, shared with the early start.
-        fingerprint="2e9c57f51e2d52d5"),
+        # Then a refactor only: a re-measure's run label spelt by harness/cases.py remeasure_label (the same labels),
+        # which the fit reads back with remeasure_of.
+        fingerprint="7208004b5eeb49c3"),
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from harness.cases import remeasure_of
 from harness.results.reading import as_dict, as_number, as_text
 
 SIGN_OFF_BUDGET_S = 210.0
@@ -56,7 +57,7 @@ def timeline(records: Iterable[dict], *, total_s: float, launches_s: dict[str, f
         if not isinstance(times, dict):
             continue
         counted += 1
-        if "-confirm" in as_text(record.get("run_id")):
+        if remeasure_of(as_text(record.get("run_id"))) is not None:
             phases["confirmations"] += _seconds(times, "launch_total")
             continue
         settle = as_dict(as_dict(record.get("settings")).get("launch")).get("settle")

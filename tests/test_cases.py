@@ -35,3 +35,15 @@ def test_impossible_cases_are_refused_with_the_field_named():
         CaseId(model="m", precision="bf16", gpus=1, scaling="diagonal")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="gpus and nodes"):
         CaseId(model="m", precision="bf16", gpus=0)
+
+
+def test_a_remeasure_label_reads_back_as_its_attempt_and_the_case_it_is_the_reference_of():
+    """The launcher writes these labels; calibrate-fit, first_attempts and the timeline read them back: one format."""
+    from harness.cases import remeasure_label, remeasure_of
+
+    assert remeasure_label("resnet50-bf16-weak-2gpu", 1) == "resnet50-bf16-weak-2gpu-confirm1"
+    assert remeasure_label("resnet50-bf16-weak-1gpu", 2, reference_for_gpus=4) == (
+        "resnet50-bf16-weak-1gpu-confirm2-for-4gpu")
+    assert remeasure_of("20261128-vm-h200-7-" + remeasure_label("resnet50-bf16-weak-2gpu", 1)) == (1, None)
+    assert remeasure_of("run-" + remeasure_label("resnet50-bf16-weak-1gpu", 2, reference_for_gpus=4)) == (2, 4)
+    assert remeasure_of("20261128-vm-h200-7-resnet50-bf16-weak-2gpu") is None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases import remeasure_label
 from harness.definitions import current_id
 from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.profile.load import load_profile
@@ -51,7 +52,7 @@ def three_hosts(tmp_path):
 
 
 def _remeasure(run_dir: Path, label: str, world_size: int, per_gpu: float, stop: str = "CI target") -> None:
-    """A re-measure's record, labelled as the session's launch labels it (plugin/launching.py remeasure_runs)."""
+    """A re-measure's record, labelled as the session's launch labels it (harness/cases.py remeasure_label)."""
     record = full_record(run_id=f"{run_dir.name}-{label}", world_size=world_size, independent=world_size == 1,
                          throughput_per_gpu=per_gpu, throughput_total=world_size * per_gpu,
                          global_batch_size=256 * world_size, settings={"measure_stop_reason": stop},
@@ -72,10 +73,10 @@ def test_a_fit_takes_each_case_s_first_settled_window_with_the_reference_measure
     case no attempt of which settled as it came, counted in the report."""
     run_dir = session(tmp_path, "s", "a", 1000.0, 900.0)
     _unsettle(run_dir, "resnet50-bf16-weak-2gpu.json")
-    _remeasure(run_dir, "resnet50-bf16-weak-1gpu-confirm1-for-2gpu", 1, 1010.0)
-    _remeasure(run_dir, "resnet50-bf16-weak-2gpu-confirm1", 2, 930.0, stop="max time")
-    _remeasure(run_dir, "resnet50-bf16-weak-1gpu-confirm2-for-2gpu", 1, 1000.0)
-    _remeasure(run_dir, "resnet50-bf16-weak-2gpu-confirm2", 2, 970.0)
+    _remeasure(run_dir, remeasure_label("resnet50-bf16-weak-1gpu", 1, reference_for_gpus=2), 1, 1010.0)
+    _remeasure(run_dir, remeasure_label("resnet50-bf16-weak-2gpu", 1), 2, 930.0, stop="max time")
+    _remeasure(run_dir, remeasure_label("resnet50-bf16-weak-1gpu", 2, reference_for_gpus=2), 1, 1000.0)
+    _remeasure(run_dir, remeasure_label("resnet50-bf16-weak-2gpu", 2), 2, 970.0)
     read = read_session(run_dir)
     figures = {(f.key, f.gpus): f.value for f in read.figures}
     assert figures[("min_weak_efficiency", 2)] == pytest.approx(0.97)  # confirm2 over its own reference
@@ -85,7 +86,7 @@ def test_a_fit_takes_each_case_s_first_settled_window_with_the_reference_measure
 
     never = session(tmp_path, "n", "a", 1000.0, 900.0)
     _unsettle(never, "resnet50-bf16-weak-1gpu.json")
-    _remeasure(never, "resnet50-bf16-weak-1gpu-confirm1", 1, 1100.0, stop="max time")
+    _remeasure(never, remeasure_label("resnet50-bf16-weak-1gpu", 1), 1, 1100.0, stop="max time")
     read = read_session(never)
     rates = sorted(f.value for f in read.figures if f.key == "min_samples_per_sec_per_gpu")
     assert rates == pytest.approx([1000.0])  # none settled: the first stands, not the re-measure's 1100

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from harness.cases import CaseId
+from harness.cases import CaseId, remeasure_label
 from harness.checks.repeats import combine
 from harness.launch import benchmark as single_launch
 from harness.launch import group as shared_launch
@@ -187,10 +187,10 @@ class CaseLauncher:
     def remeasure_runs(self, case: CaseId, attempt: int) -> list[tuple[str, BenchmarkSpec]]:
         """(label, spec) of one re-measure of ``case``: its 1-GPU reference first where it has one."""
         spec = self.spec_for(case)
-        runs = [(f"{spec.case_id}-confirm{attempt}", spec)]
+        runs = [(remeasure_label(spec.case_id, attempt), spec)]
         if case.world_size > 1 or case.scaling == "strong":
             one = self.spec_for(case.one_gpu())
-            runs.insert(0, (f"{one.case_id}-confirm{attempt}-for-{case.gpus}gpu", one))
+            runs.insert(0, (remeasure_label(one.case_id, attempt, reference_for_gpus=case.gpus), one))
         return runs
 
     def remeasure_together(self, cases: list[CaseId], attempt: int) -> dict[CaseId, tuple[RunRecord,

@@ -6,10 +6,10 @@ read by running the checks over the session's run records with bounds no record 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.cases import remeasure_of
 from harness.checks import verdict
 from harness.checks.confirm import MAX_REMEASURES, window_settled
 from harness.definitions import current_id
@@ -119,12 +119,8 @@ def _host_of(summary: dict) -> str:
 def first_attempts(records: list[RunRecord]) -> list[RunRecord]:
     """A session's single-node training records that ran, re-measures and repeats left out: what
     benchmarks/rejudge_sessions.py judges, and the attempts a fit starts from (``fitted_attempts``)."""
-    return [r for r in records if r.ok and r.nodes == 1 and "-repeat" not in r.run_id and "-confirm" not in r.run_id]
-
-
-REMEASURE_LABEL = re.compile(r"-confirm(?P<attempt>[0-9]+)(?:-for-(?P<gpus>[0-9]+)gpu)?$")
-"""How a re-measure's run is labelled (harness/plugin/launching.py ``remeasure_runs``): attempt N of a case is
-``<case>-confirmN``, the 1-GPU reference measured with it for a G-GPU case ``<reference case>-confirmN-for-Ggpu``."""
+    return [r for r in records
+            if r.ok and r.nodes == 1 and "-repeat" not in r.run_id and remeasure_of(r.run_id) is None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,10 +144,10 @@ def fitted_attempts(records: list[RunRecord]) -> list[FittedAttempt]:
     # (the case's key, attempt) -> its re-measure; (model, precision, batch, attempt, G) -> a G-GPU case's reference
     again: dict[tuple, RunRecord] = {}
     for record in records:
-        label = REMEASURE_LABEL.search(record.run_id)
+        label = remeasure_of(record.run_id)
         if record.ok and record.nodes == 1 and label is not None:
-            number, gpus = int(label["attempt"]), label["gpus"]
-            again[(record.model, record.precision, record.batch_size_per_gpu, number, int(gpus)) if gpus
+            number, gpus = label
+            again[(record.model, record.precision, record.batch_size_per_gpu, number, gpus) if gpus is not None
                   else _case_key(record) + (number,)] = record
     chosen = []
     for record in first:
