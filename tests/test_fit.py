@@ -800,3 +800,20 @@ def test_host_g_draws_less_power_than_the_fitted_hosts_and_meets_the_chip_wide_p
                 missed.append((name[-3:], figure.table, figure.key, round(figure.value, 4)))
     assert missed == [("529", "models.resnet152.fp16", "max_step_time_cv", 0.0605),
                       ("529", "models.resnet152.fp16", "min_gpu_utilization_pct", 94.552)]
+
+
+H200X1_HOSTS_H_I = REPO / "docs" / "data" / "2026-11-28-h200x1-hosts-h-i" / "sessions"
+
+
+@pytest.mark.parametrize("name", ["20261128-135452-vm-h200-x1-531", "20261128-135627-vm-h200-x1-664",
+                                  "20261128-135832-vm-h200-x1-524"])
+def test_hosts_h_and_i_meet_every_h200_x1_bound_with_the_chip_wide_power_floor(name):
+    """Hosts H (GPU-d9020006, two sessions) and I (GPU-60961fe1), measured after POWER_FLOOR and in no fit: each
+    session PASSed and each first window meets every fitted bound. Host H's chip draws ResNet-50 bf16 at 0.8413 and
+    0.8422 of its limit, under the 5 % floor's 0.848, which would have FAILed both its sessions."""
+    shipped = load_profile(REPO / "thresholds" / "h200-x1.toml")
+    assert len(assert_meets_every_shipped_bound(shipped, H200X1_HOSTS_H_I / name)) == 34
+    power = {figure.table: figure.value for figure in read_session(H200X1_HOSTS_H_I / name).figures
+             if figure.key == "min_power_fraction_of_limit"}
+    if name.endswith(("-531", "-664")):
+        assert power["models.resnet50.bf16"] < 0.848
