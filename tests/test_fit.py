@@ -84,6 +84,7 @@ def test_a_fit_takes_each_case_s_first_settled_window_with_the_reference_measure
     rates = sorted(f.value for f in read.figures if f.key == "min_samples_per_sec_per_gpu")
     assert rates == pytest.approx([1000.0])  # the 1-GPU case's first, settled
     assert (read.remeasured, read.unsettled) == (1, 0)
+    assert "Windows: 1 case's figures come from a re-measure" in report(fit([read], min_hosts=1), [read])
 
     never = session(tmp_path, "n", "a", 1000.0, 900.0)
     _unsettle(never, "resnet50-bf16-weak-1gpu.json")
@@ -92,7 +93,7 @@ def test_a_fit_takes_each_case_s_first_settled_window_with_the_reference_measure
     rates = sorted(f.value for f in read.figures if f.key == "min_samples_per_sec_per_gpu")
     assert rates == pytest.approx([1000.0])  # none settled: the first stands, not the re-measure's 1100
     assert (read.remeasured, read.unsettled) == (0, 2)  # the 1-GPU case and the 2-GPU case judged on it
-    assert "Windows: 0 cases' figures come from a re-measure whose window settled (their first never did); 2 from a " \
+    assert "Windows: 0 cases' figures come from a re-measure whose window settled (the first never did); 2 from a " \
            "window that never settled" in report(fit([read], min_hosts=1), [read])
 
 

@@ -255,6 +255,10 @@ def _hosts(count: int) -> str:
     return f"{count} host{'' if count == 1 else 's'}"
 
 
+def _cases_figures(count: int) -> str:
+    return f"{count} case's figures come" if count == 1 else f"{count} cases' figures come"
+
+
 def _other_counts(line: str, fitted_counts: set[int]) -> list[str]:
     """The GPU counts a key's line bounds that this fit does not (``min_x = { 1 = ..., 4 = ... }``): a fit writes the
     whole line, so those would be dropped. A line that is no table by GPU count has none."""
@@ -351,8 +355,8 @@ def report(fitted: list[Fitted], sessions: list[Session]) -> str:
            f"fitted without their host on a first settled window ({missed / tried:.0%}); a miss within its measured "
            "noise is re-measured before it fails, so a session's rate is at most this." if tried else
            "False-FAIL rate: not measured (leave-one-host-out needs a second host).", "",
-           f"Windows: {sum(s.remeasured for s in sessions)} cases' figures come from a re-measure whose window "
-           f"settled (their first never did); {sum(s.unsettled for s in sessions)} from a window that never settled "
+           f"Windows: {_cases_figures(sum(s.remeasured for s in sessions))} from a re-measure whose window "
+           f"settled (the first never did); {sum(s.unsettled for s in sessions)} from a window that never settled "
            "(no settled re-measure of it).", "",
            "| table | bound | GPUs | ref | tol | limit | worst session | hosts | runs | host spread | "
            "held-out failures | held-out misses |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
