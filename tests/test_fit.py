@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -753,10 +754,8 @@ def deepest_power_shortfall() -> tuple[float, str, tuple[str, str, str, int]]:
                         reduced["power_w"] / reduced["power_limit_w"])
     found = []
     for case, by_gpu in by_case.items():
-        medians = {uuid: sorted(values)[len(values) // 2] if len(values) % 2 else
-                   sum(sorted(values)[len(values) // 2 - 1:len(values) // 2 + 1]) / 2 for uuid, values in by_gpu.items()}
-        middle = sorted(medians.values())
-        kind = middle[len(middle) // 2] if len(middle) % 2 else sum(middle[len(middle) // 2 - 1:len(middle) // 2 + 1]) / 2
+        medians = {uuid: statistics.median(values) for uuid, values in by_gpu.items()}
+        kind = statistics.median(medians.values())
         lowest = min(medians, key=medians.__getitem__)
         found.append((1 - medians[lowest] / kind, lowest, case))
     return max(found)

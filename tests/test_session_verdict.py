@@ -138,6 +138,22 @@ def test_a_required_case_skipped_for_missing_gpus_is_incomplete_never_pass():
     assert "needs 2 GPUs" in verdict.headline
 
 
+def test_the_headline_names_each_reason_once_with_how_many_tests_it_kept_from_running():
+    """A 4 x H200 calibration session's headline repeated "not evaluated: no min_samples_per_sec_per_gpu bound measured
+    for 4 GPUs (the profile has it for 1)" for each test it named; now each reason is said once, after its first test
+    and how many more it kept, at most two reasons, then an ellipsis."""
+    names = [f"test_weak_scaling[m{i}-bf16-2gpu]" for i in range(4)] + ["test_allreduce_bus_bandwidth[2gpu]",
+                                                                         "test_gpu_state[gpu1]"]
+    reasons = ["needs 2 GPUs; this node has 1"] * 4 + ["no bound", "not visible"]
+    tests = [SelectedTest(name=name, outcome="skipped", reason=reason)
+             for name, reason in zip(names, reasons, strict=True)]
+    verdict = judge_session(tests, facts(names))
+    assert verdict.headline.startswith(
+        "INCOMPLETE — full: 6 profile cases of this node; 6 that had to run did not: test_weak_scaling[m0-bf16-2gpu] "
+        "and 3 more (needs 2 GPUs; this node has 1), test_allreduce_bus_bandwidth[2gpu] (no bound), …")
+    assert verdict.headline.count("needs 2 GPUs") == 1
+
+
 def test_a_node_of_a_shape_no_bound_was_measured_for_is_told_how_to_get_one():
     """A 1-GPU node under a profile fitted on nodes of 4: its cases are "not evaluated", and the headline says what
     makes them judged (a fit for this node size), where a case skipped for another reason gets no such hint."""

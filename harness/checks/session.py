@@ -310,8 +310,7 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
                                                                     if len(causes) > told else ""))
     elif verdict == "INCOMPLETE":
         if not_run:
-            shown = ", ".join(f"{n['name']} ({n['reason']})" for n in not_run[:2])
-            parts.append(f"{len(not_run)} that had to run did not: {shown}{', …' if len(not_run) > 2 else ''}")
+            parts.append(f"{len(not_run)} that had to run did not: {_not_run_by_reason(not_run)}")
             if all(is_unmeasured(str(n["reason"])) for n in not_run):
                 parts.append(UNMEASURED_SHAPE_HINT)
         elif not judged:
@@ -329,6 +328,17 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
     if facts.overrides:
         parts.append("overrides: " + ", ".join(f"{o.get('name')}={o.get('value')}" for o in facts.overrides))
     return f"{verdict} — " + "; ".join(p for p in parts if p)
+
+
+def _not_run_by_reason(not_run: list[dict], reasons_shown: int = 2) -> str:
+    """The tests that did not run, one entry per reason (its first test, how many more, the reason once): a
+    calibration session on a 4 x H200 node repeated one 90-character reason for each test the headline named."""
+    by_reason: dict[str, list[str]] = {}
+    for entry in not_run:
+        by_reason.setdefault(str(entry["reason"]), []).append(str(entry["name"]))
+    shown = [f"{names[0]}{f' and {len(names) - 1} more' if len(names) > 1 else ''} ({reason})"
+             for reason, names in list(by_reason.items())[:reasons_shown]]
+    return ", ".join(shown) + (", …" if len(by_reason) > reasons_shown else "")
 
 
 def from_dict(data: Any) -> dict | None:
