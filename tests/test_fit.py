@@ -817,3 +817,14 @@ def test_hosts_h_and_i_meet_every_h200_x1_bound_with_the_chip_wide_power_floor(n
              if figure.key == "min_power_fraction_of_limit"}
     if name.endswith(("-531", "-664")):
         assert power["models.resnet50.bf16"] < 0.848
+
+
+H200X2_SETTLE = REPO / "docs" / "data" / "2026-11-28-h200x2-settle-doubled" / "sessions"
+
+
+@pytest.mark.parametrize("name", ["20261128-132602-vm-h200-x2-674", "20261128-133153-vm-h200-x2-668"])
+def test_hosts_q_and_r_meet_every_h200_x2_bound(name):
+    """Hosts Q (GPU-e7110998) and R (GPU-6a9be583), 2026-11-28, in no fit: each default session PASSed on the GPUs
+    and each first settled window meets every fitted h200-x2 bound."""
+    shipped = load_profile(REPO / "thresholds" / "h200-x2.toml")
+    assert len(assert_meets_every_shipped_bound(shipped, H200X2_SETTLE / name)) == 59
