@@ -23,5 +23,5 @@ def test_topology(harness):
         pytest.skip("no GPU topology on a CPU run")
     if harness.profile.topology is None:
         pytest.skip(f"profile {harness.profile.name} has no [topology] section")
-    result = harness.keep(harness.runner("interconnect").run_topology_under(harness.components))
+    result = harness.keep(harness.runner("interconnect").run_topology_under(harness.runner("components")))
     harness.assert_passed(result)

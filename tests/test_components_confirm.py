@@ -69,6 +69,8 @@ def test_a_host_link_dip_is_re_measured_on_every_gpu_at_once_and_judged_on_its_m
                                                           "s-components-4gpu-host-confirm2"]
     # the next GPU's test finds the re-measures made (it needed none: its first figure passed)
     assert d2h_alone(runs.host_link(2)).passed is True and len(launched) == 2
+    # the session's timeline names the launch and each re-measure (the runner's launches_s, as any kind's)
+    assert runs.launches_s() == {"components": 12.0, "host-link re-measure 1": 12.0, "host-link re-measure 2": 12.0}
 
 
 def test_a_host_link_that_misses_again_fails_confirmed_naming_its_gpu(tmp_path, monkeypatch):

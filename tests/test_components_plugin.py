@@ -68,6 +68,8 @@ def test_each_component_is_a_test_of_its_own_and_host_and_peer_are_not_applicabl
     gemm = session["results"]["test_components.py::test_gemm[cpu0]"]
     assert [c["key"] for c in gemm["checks"]] == ["components_completed", "gemm_fp32"]
     assert gemm["components"]["gemm"]["fp32"]["tflops"] == 0.01
+    assert session["timeline"]["launches_s"] == {"components": 0.0}  # the runner's one launch (faked: no time)
+    assert "components" not in session  # its figures are in each test's result, no section of its own
 
 
 def test_a_component_below_its_bound_fails_naming_the_rank(suite):

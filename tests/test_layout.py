@@ -297,7 +297,7 @@ def test_no_folder_level_import_cycle():
     assert cycles == []
 
 
-KIND_RUNNERS = ("harness.kinds.interconnect.runner", "harness.kinds.soak.runner")
+KIND_RUNNERS = ("harness.kinds.interconnect.runner", "harness.kinds.soak.runner", "harness.plugin.components")
 """The runners of the kinds of job with one (attached to their Job entries above the plugin, in harness/kinds/)."""
 
 

@@ -21,9 +21,9 @@ import pytest
 from harness.cases import SCALINGS
 from harness.launch import heartbeat, prestart, supervise
 from harness.launch.supervise import stop_on_sigterm
-from harness.plugin import components, hookspecs, levels
-from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, planned_cases,
-                                  scaling_params)
+from harness.plugin import hookspecs, levels
+from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, parametrize_components,
+                                  planned_cases, scaling_params)
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
 from harness.plugin.options import (add_options, add_short_options, ini_declares_acceptance, parse_options,
@@ -135,7 +135,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              else gpu_state_params(session.ctx, session.gpu_state.remote))
     if "allreduce_gpus" in metafunc.fixturenames:
         metafunc.parametrize("allreduce_gpus", not_acceptance if session is None else allreduce_params(session.ctx))
-    components.parametrize(metafunc, None if session is None else session.ctx, not_acceptance)
+    parametrize_components(metafunc, None if session is None else session.ctx, not_acceptance)
 
 
 NODE_SHAPE_TEST = "test_node_shape"

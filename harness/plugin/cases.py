@@ -2,7 +2,8 @@
 
 A benchmark case is a ``harness.cases.CaseId`` (its ``test_param`` is the pytest id); a case the
 node cannot run, or the profile does not bound, is collected and skipped with the reason, so the
-report still lists it.
+report still lists it. The component tests' parameters, one per GPU and one per ordered GPU pair, are here too:
+the parametrization is the plugin's, whatever kind of job owns the tests.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from typing import Any
 import pytest
 
 from harness.cases import CaseId, Scaling
-from harness.jobs.job import allreduce_widths, gpu_count_id
+from harness.jobs.job import CPU_RANK_ID, allreduce_widths, gpu_count_id, gpu_id, pair_id
 from harness.launch.slurm import SlurmAllocation
 from harness.node.cpu_features import no_native_bf16_reason
 from harness.plugin.context import SessionContext
 from harness.plugin.options import HarnessOptions
 
 NOT_AN_ACCEPTANCE_SESSION = "not an acceptance session (run `make acceptance` or pytest on acceptance/)"
+NO_GPU = "no GPU on a CPU run"
 
 
 def selected_gpu_counts(ctx: SessionContext) -> list[int]:
@@ -112,6 +114,44 @@ def allreduce_params(ctx: SessionContext) -> list[Any]:
     params = [pytest.param(n, id=gpu_count_id(n), marks=[pytest.mark.skip(reason=reason)] if reason else [])
               for n in counts for reason in (why_not(n),)]
     return params or [no_cases_param("no GPU count above 1 is selected: an all-reduce needs two")]
+
+
+def gpu_params(ctx: SessionContext) -> list:
+    """One test id per GPU of the component tests (``gpu0``...), or ``cpu0``: the one CPU rank of a CPU profile."""
+    if ctx.device != "cuda":
+        return [pytest.param(0, id=CPU_RANK_ID)]
+    return [pytest.param(gpu.index, id=gpu_id(gpu.index)) for gpu in ctx.hardware.gpus]
+
+
+def peer_judged(ctx: SessionContext) -> bool:
+    """Whether the peer matrix runs: at level long, or where the profile bounds it (nothing is measured
+    that no bound judges). The pair parameters below and the component launch's spec read it alike."""
+    bounds = ctx.profile.components
+    bounded = bounds is not None and (bounds.min_peer_gbps is not None or bounds.max_peer_latency_us is not None)
+    return ctx.options.level == "long" or bounded
+
+
+def pair_params(ctx: SessionContext) -> list:
+    """One test id per ordered GPU pair (``gpu0-gpu1``); not applicable, with the reason, below two GPUs."""
+    if ctx.device != "cuda":
+        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(reason=f"not applicable: {NO_GPU}"))]
+    indices = [gpu.index for gpu in ctx.hardware.gpus]
+    if len(indices) >= 2 and not peer_judged(ctx):
+        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
+            reason=f"not measured: profile {ctx.profile.name} has no peer bound ([components] min_peer_gbps); "
+                   "--level long measures the peer matrix for the report"))]
+    if len(indices) < 2:
+        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
+            reason=f"not applicable: {len(indices)} GPU on this node, no pair to copy between"))]
+    return [pytest.param((a, b), id=pair_id(a, b)) for a in indices for b in indices if a != b]
+
+
+def parametrize_components(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_acceptance: list) -> None:
+    """The component tests' fixtures: ``component_gpu`` one per GPU, ``gpu_pair`` one per ordered pair."""
+    if "component_gpu" in metafunc.fixturenames:
+        metafunc.parametrize("component_gpu", not_acceptance if ctx is None else gpu_params(ctx))
+    if "gpu_pair" in metafunc.fixturenames:
+        metafunc.parametrize("gpu_pair", not_acceptance if ctx is None else pair_params(ctx))
 
 
 def _running_params(items: list[pytest.Item]) -> list[dict]:

@@ -1,6 +1,8 @@
-"""The component tests' session side: one launch of the component benchmarks (measured once, judged
-per GPU and per ordered pair) and their pytest parameters. Which of them run at which level is the
-components job's (harness/jobs/registry.py, harness/plugin/levels.py).
+"""The component tests' session side: one launch of the component benchmarks, measured once and judged per GPU
+and per ordered pair. The session holds it as the components job's runner (``Job.runner``, attached in
+harness/kinds/shipped.py), and the tests reach it as ``harness.runner("components")``; their pytest parameters
+are the plugin's (harness/plugin/cases.py), which of them run at which level the job's (harness/jobs/registry.py,
+harness/plugin/levels.py).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from harness import definitions
 from harness.checks.judged import not_judged
 from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
-from harness.jobs.job import CPU_RANK_ID, gpu_id, pair_id
+from harness.jobs.job import KindRunner
 from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
+from harness.plugin.cases import peer_judged
 from harness.plugin.context import SessionContext
 from harness.plugin.progress import announce
 from harness.plugin.results import CheckedResult
@@ -28,43 +31,6 @@ from harness.results.job import Failure
 from harness.results.telemetry_summary import TelemetrySummary, read_telemetry
 from harness.catalog import GPU_GEMM_DTYPES
 
-NO_GPU = "no GPU on a CPU run"
-
-
-# --- parameters ---------------------------------------------------------------------------------
-
-
-def gpu_params(ctx: SessionContext) -> list:
-    """One test id per GPU (``gpu0``...), or ``cpu0``: the one CPU rank of a CPU profile."""
-    if ctx.device != "cuda":
-        return [pytest.param(0, id=CPU_RANK_ID)]
-    return [pytest.param(gpu.index, id=gpu_id(gpu.index)) for gpu in ctx.hardware.gpus]
-
-
-def pair_params(ctx: SessionContext) -> list:
-    """One test id per ordered GPU pair (``gpu0-gpu1``); not applicable, with the reason, below two GPUs."""
-    if ctx.device != "cuda":
-        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(reason=f"not applicable: {NO_GPU}"))]
-    indices = [gpu.index for gpu in ctx.hardware.gpus]
-    if len(indices) >= 2 and not peer_judged(ctx):
-        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
-            reason=f"not measured: profile {ctx.profile.name} has no peer bound ([components] min_peer_gbps); "
-                   "--level long measures the peer matrix for the report"))]
-    if len(indices) < 2:
-        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
-            reason=f"not applicable: {len(indices)} GPU on this node, no pair to copy between"))]
-    return [pytest.param((a, b), id=pair_id(a, b)) for a in indices for b in indices if a != b]
-
-
-def parametrize(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_acceptance: list) -> None:
-    if "component_gpu" in metafunc.fixturenames:
-        metafunc.parametrize("component_gpu", not_acceptance if ctx is None else gpu_params(ctx))
-    if "gpu_pair" in metafunc.fixturenames:
-        metafunc.parametrize("gpu_pair", not_acceptance if ctx is None else pair_params(ctx))
-
-
-# --- the one launch, judged per GPU and per pair ------------------------------------------------
-
 
 def gemm_dtypes(ctx: SessionContext) -> tuple[str, ...]:
     """The GEMM dtypes this session measures: at level long every one; below it the matrix's first
@@ -72,14 +38,6 @@ def gemm_dtypes(ctx: SessionContext) -> tuple[str, ...]:
     if ctx.options.level == "long":
         return GPU_GEMM_DTYPES
     return tuple(p for p in ctx.profile.precisions if p in GPU_GEMM_DTYPES)[:1] or GPU_GEMM_DTYPES[:1]
-
-
-def peer_judged(ctx: SessionContext) -> bool:
-    """Whether the peer matrix runs: at level long, or where the profile bounds it (nothing is measured
-    that no bound judges)."""
-    bounds = ctx.profile.components
-    bounded = bounds is not None and (bounds.min_peer_gbps is not None or bounds.max_peer_latency_us is not None)
-    return ctx.options.level == "long" or bounded
 
 
 def components_spec(ctx: SessionContext) -> ComponentsSpec:
@@ -97,7 +55,7 @@ def _one_gpu(telemetry: dict | None, uuid: str | None) -> TelemetrySummary:
 
 
 @dataclass(kw_only=True)
-class ComponentRuns:
+class ComponentRuns(KindRunner):
     ctx: SessionContext
     run: ComponentsRun | None = None
     """The session's one component launch, once it ran."""
@@ -106,6 +64,18 @@ class ComponentRuns:
     """The host-link re-measures, in order (``remeasured``): each a launch of the host-link part alone."""
     say: Callable[[str], None] | None = None
     """Where a re-measure is announced (plugin/progress.py: past pytest's capture); None: printed."""
+
+    def connect(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    def launches_s(self) -> dict[str, float]:
+        """The component launch and each host-link re-measure, once the launch ran. It writes no section of
+        session.json (``summary`` None): each test's result carries its GPU's figures."""
+        if self.run is None:
+            return {}
+        return {"components": self.run.elapsed_s or 0.0,
+                **{f"host-link re-measure {number}": run.elapsed_s or 0.0
+                   for number, run in enumerate(self.confirmations, start=1)}}
 
     def tell(self, text: str) -> None:
         announce(self.say, text)
@@ -225,17 +195,6 @@ class ComponentRuns:
 def _gpu(rank: dict) -> dict:
     return {"index": rank.get("gpu_index"), "uuid": rank.get("gpu_uuid"), "label": checks.label_of(rank),
             **({"missing": True} if rank.get("missing") else {})}
-
-
-COMPONENTS_KEY = pytest.StashKey[ComponentRuns]()
-
-
-def component_runs(config: pytest.Config, ctx: SessionContext) -> ComponentRuns:
-    """The session's component runs, made on first use."""
-    if COMPONENTS_KEY not in config.stash:
-        progress = config.pluginmanager.get_plugin("harness-progress")
-        config.stash[COMPONENTS_KEY] = ComponentRuns(ctx=ctx, say=getattr(progress, "say", None))
-    return config.stash[COMPONENTS_KEY]
 
 
 def assert_evaluated(result: CheckedResult) -> None:

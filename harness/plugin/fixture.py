@@ -13,7 +13,6 @@ from typing import Any
 
 from harness.cases import CaseId
 from harness.plugin.node_shape import node_shape_result
-from harness.plugin.components import ComponentRuns, component_runs
 from harness.plugin.options import HarnessOptions
 from harness.plugin.remote_gpu_state import NodeGpu
 from harness.plugin.results import CaseResult, CheckedResult
@@ -51,10 +50,6 @@ class HarnessTest:
 
     def check_node_shape(self) -> CheckedResult:
         return self._keep(node_shape_result(self.session.ctx, self.session.gpu_state.remote))
-    @property
-    def components(self) -> ComponentRuns:
-        """The session's component benchmarks, one launch judged per GPU: ``harness.components.gemm(0)``."""
-        return component_runs(self.session.config, self.session.ctx)
 
     def keep(self, result: CheckedResult) -> CheckedResult:
         """Keep a result made outside this class for the verdict, report.json and session.json."""

@@ -40,7 +40,6 @@ from harness.results.overrides import FAULT_ENV, Override, expected_settings, fi
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateRunner
-from harness.plugin.components import COMPONENTS_KEY
 from harness.plugin.confirming import Confirmations
 from harness.plugin.launching import CaseLauncher
 from harness.plugin.options import HarnessOptions, check_run_options
@@ -72,8 +71,9 @@ class HarnessSession:
     site's): their runners, and the report's kind sections (``Job.report``)."""
     runners: dict[str, KindRunner] = field(default_factory=dict)
     """Section -> the runner of the kinds of job that write it (``Job.runner``, attached in harness/kinds/): the
-    all-reduce and topology's ``interconnect``, the soak's ``soak``, a site's own. The session reaches them only
-    through ``KindRunner``; their tests through ``harness.runner(section)``."""
+    all-reduce and topology's ``interconnect``, the component tests' ``components`` (a launch that writes no
+    section of its own), the soak's ``soak``, a site's own. The session reaches them only through ``KindRunner``;
+    their tests through ``harness.runner(section)``."""
     confirmations: Confirmations = field(init=False)
     """Re-measures of the cases in doubt, one launch per attempt (plugin/confirming.py)."""
     results: dict[str, CaseResult | CheckedResult] = field(default_factory=dict)
@@ -174,11 +174,6 @@ class HarnessSession:
         """Where the session's time went (harness/timeline.py)."""
         started = datetime.fromisoformat(self.ctx.started_at)
         launches = {name: seconds for runner in self.runners.values() for name, seconds in runner.launches_s().items()}
-        components = self.config.stash.get(COMPONENTS_KEY, None)
-        if components is not None and components.run is not None:
-            launches["components"] = components.run.elapsed_s or 0.0
-            for number, run in enumerate(components.confirmations, start=1):
-                launches[f"host-link re-measure {number}"] = run.elapsed_s or 0.0
         for stopped in stopped_since(self.launches_before):
             launches[f"{stopped.name} (stopped while it ran)"] = stopped.elapsed_s
         ctx = self.ctx

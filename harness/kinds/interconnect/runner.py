@@ -9,7 +9,7 @@ GPU, as the all-reduce sweeps did).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 from dataclasses import dataclass, field
 
 from harness import definitions
@@ -22,12 +22,18 @@ from harness.launch.command import launch_command
 from harness.node.processes import busy_gpu_message
 from harness.node.topology import read_topology
 from harness.plugin.cases import planned_allreduce
-from harness.plugin.components import ComponentRuns
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import allreduce_spec
 from harness.results.job import Failure, JobResult
 from harness.results.telemetry_summary import read_telemetry
+
+
+class LoadLaunch(Protocol):
+    """The launch the topology reads its PCIe links under: the component tests' runner (``harness.runner(
+    "components")``), named by what it offers, since a kind's folder imports no other kind's."""
+
+    def measured(self) -> JobResult: ...
 
 
 @dataclass(kw_only=True)
@@ -93,9 +99,9 @@ class InterconnectRuns(KindRunner):
                              data={"interconnect": run.to_dict(),
                                    "record": {"run_id": run.run_id, "telemetry": run.telemetry}})
 
-    def run_topology_under(self, components: ComponentRuns) -> CheckedResult:
+    def run_topology_under(self, components: LoadLaunch) -> CheckedResult:
         """The topology, its PCIe links read under the component launch's GEMM load (``components``: the
-        session's, ``harness.components``; launched there if no component test ran it yet)."""
+        session's, ``harness.runner("components")``; launched there if no component test ran it yet)."""
         return self.run_topology(components.measured(), "the component launch's GEMM window")
 
     def run_topology(self, load: JobResult, load_name: str) -> CheckedResult:
