@@ -1,6 +1,6 @@
 """Is each part of each GPU as fast as on a healthy node? Component checks, one test id per GPU (or pair).
 
-One launch of harness.workloads.components (every GPU at once, one process each) measures dense
+One launch of harness.kinds.components.worker (every GPU at once, one process each) measures dense
 GEMM TFLOP/s (bf16, fp16, tf32; fp32 on a CPU profile), memory bandwidth (copy, read-modify-write),
 pinned host<->GPU bandwidth both ways (each GPU alone and all at once, bound to its NUMA node) and
 rank 0 the GPU<->GPU copy matrix; each test judges its GPU's (pair's) figures against
@@ -11,7 +11,7 @@ skipped saying so: never passed. docs/components.md.
 import pytest
 
 from harness.plugin.cases import NO_GPU
-from harness.plugin.components import assert_evaluated
+from harness.kinds.components.runner import assert_evaluated
 
 
 def test_gemm(harness, component_gpu):

@@ -4,8 +4,8 @@ every run's figures per GPU (and per ordered pair), the spread, and bounds at a 
     python benchmarks/components_calibrate.py --runs 3 --out out/components-h100.json
     python benchmarks/components_calibrate.py --runs 3 --margin 0.10 --parts gemm hbm host
 
-It runs exactly what the acceptance tests run (harness.launch.components.run_components with the
-GPU sizes of harness/launch/components.py: every GPU at once, one process each), so its figures
+It runs exactly what the acceptance tests run (harness.kinds.components.launch.run_components with the
+GPU sizes of harness/kinds/components/launch.py: every GPU at once, one process each), so its figures
 are the ones the [components] bounds are compared with. Bounds suggested: the lowest figure over
 every run and GPU x (1 - margin) for rates, the highest x (1 + margin) for the peer latency (the rule
 lives in harness/tools/calibrate/components.py; `harness calibrate --components` writes it).
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.launch.components import (CPU_SIZES, GPU_SIZES, ComponentsSpec, placements_of,  # noqa: E402
+from harness.kinds.components.launch import (CPU_SIZES, GPU_SIZES, ComponentsSpec, placements_of,  # noqa: E402
                                        run_components)
 from harness.launch.spec import LaunchSettings  # noqa: E402
 from harness.node.hardware import detect  # noqa: E402
 from harness.tools.calibrate.components import summarise  # noqa: E402
-from harness.workloads.components.plan import PARTS  # noqa: E402
+from harness.kinds.components.plan import PARTS  # noqa: E402
 
 
 def main() -> int:

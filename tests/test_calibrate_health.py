@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.launch.components import ComponentsRun
+from harness.kinds.components.launch import ComponentsRun
 from harness.profile.load import cli_check, load_profile
 from harness.records import RankStats, StepTimeStats
 from harness.tools.calibrate import CalibrationError

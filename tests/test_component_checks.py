@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks import components as checks
-from harness.launch.components import CPU_SIZES, ComponentsSpec, run_components
+from harness.kinds.components import checks
+from harness.kinds.components.launch import CPU_SIZES, ComponentsSpec, run_components
 from harness.launch.spec import LaunchSettings
 from harness.profile.bounds import ComponentBounds
 from harness.profile.load import ThresholdError, load_profiles
 from harness.results.location import Location
-from harness.workloads.components import arith
+from harness.kinds.components import arith
 from support.profiles import cpu_test_profile
 
 UUID = "GPU-8d1c0f2a"
@@ -69,7 +69,7 @@ def test_numa_node_from_sysfs_known_unknown_and_missing(tmp_path):
 
 def test_loops_on_cpu_tensors_give_positive_figures_and_every_ordered_pair():
     torch = pytest.importorskip("torch")
-    from harness.workloads.components import kernels
+    from harness.kinds.components import kernels
 
     cpu = torch.device("cpu")
     gemm = kernels.gemm(torch, cpu, "fp32", 64, warmup_s=0.01, measure_s=0.05, block_s=0.01)
@@ -234,14 +234,14 @@ def test_a_cpu_launch_measures_gemm_and_memory(tmp_path):
 
 
 def placement(node, note=""):
-    from harness.workloads.components.plan import GpuPlacement
+    from harness.kinds.components.plan import GpuPlacement
 
     return GpuPlacement(local_rank=0, pci_bus_id="00000000:1B:00.0", numa_node=node, numa_node_note=note)
 
 
 def test_the_plan_travels_whole(tmp_path):
-    from harness.launch.components import GPU_SIZES
-    from harness.workloads.components.plan import read_components_plan, write_components_plan
+    from harness.kinds.components.launch import GPU_SIZES
+    from harness.kinds.components.plan import read_components_plan, write_components_plan
 
     spec = ComponentsSpec(launch=LaunchSettings(gpus_per_node=1), sizes=GPU_SIZES, placements=(placement(1),))
     plan = spec.plan(tmp_path, "run-1")
@@ -252,14 +252,25 @@ def test_the_plan_travels_whole(tmp_path):
         read_components_plan(tmp_path / "plan.json")
 
 
+def test_the_launch_runs_the_kinds_worker_under_the_name_it_reports():
+    """torchrun runs ``python -m`` the spec's worker module; the worker names itself the same in a bad plan's
+    error (plan_argument), so a module moved without its strings fails here, not on a node."""
+    import importlib.util
+
+    from harness.kinds.components import worker
+
+    assert ComponentsSpec.worker_module == worker.MODULE == "harness.kinds.components.worker"
+    assert importlib.util.find_spec(ComponentsSpec.worker_module) is not None
+
+
 def test_a_spec_refuses_unknown_parts_and_dtypes():
     with pytest.raises(ValueError, match="parts"):
         ComponentsSpec(launch=LaunchSettings(gpus_per_node=1), sizes=CPU_SIZES, parts=("gemm", "disk"))
 
 
 def test_a_rank_binds_to_its_gpus_numa_node_and_says_when_it_cannot(monkeypatch):
-    from harness.launch.components import GPU_SIZES
-    from harness.workloads.components import worker
+    from harness.kinds.components.launch import GPU_SIZES
+    from harness.kinds.components import worker
 
     pinned = []
     monkeypatch.setattr(worker.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
@@ -282,7 +293,7 @@ def test_a_rank_binds_to_its_gpus_numa_node_and_says_when_it_cannot(monkeypatch)
 
 
 def test_a_gpus_figures_are_found_by_uuid_first():
-    from harness.launch.components import ComponentsRun
+    from harness.kinds.components.launch import ComponentsRun
 
     ranks = [{"rank": 0, "gpu_index": None, "gpu_uuid": "GPU-b"}, {"rank": 1, "gpu_index": None, "gpu_uuid": "GPU-a"}]
     run = ComponentsRun(run_id="r", status="ok", result={"ranks": ranks})

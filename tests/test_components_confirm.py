@@ -1,6 +1,6 @@
 """Confirm before a FAIL for the host link (issue 27 item 4; DESIGN "Bounds": a marginal or noisy figure is
-re-measured before it fails, median of up to 3, never best-of-N): plugin/components.py ComponentRuns.confirmed
-and checks/confirm.py's component half, with the component launch faked."""
+re-measured before it fails, median of up to 3, never best-of-N): harness/kinds/components/runner.py
+ComponentRuns.confirmed and checks/confirm.py's component half, with the component launch faked."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from harness.checks import confirm
-from harness.launch.components import GPU_SIZES, ComponentsRun, ComponentsSpec
+from harness.kinds.components.launch import GPU_SIZES, ComponentsRun, ComponentsSpec
 from harness.launch.spec import LaunchSettings
-from harness.plugin.components import ComponentRuns
+from harness.kinds.components.runner import ComponentRuns
 from harness.profile.load import load_profile
 from harness.results.check import Check
 
@@ -42,7 +42,7 @@ def component_runs(tmp_path: Path, first_d2h: float, remeasured_d2h: list[float]
         launched.append(f"{run_id} parts={','.join(spec.parts)}")
         return node_run(run_id, remeasured_d2h[len(launched) - 1])
 
-    monkeypatch.setattr("harness.plugin.components.run_components", fake_run)
+    monkeypatch.setattr("harness.kinds.components.runner.run_components", fake_run)
     gpus = [SimpleNamespace(index=i, uuid=f"GPU-{i}") for i in range(4)]
     ctx = SimpleNamespace(profile=load_profile(REPO / "thresholds" / "h100-80gb.toml"), device="cuda", run_id="s",
                           hardware=SimpleNamespace(gpus=gpus), options=SimpleNamespace(calibration=calibration),
@@ -93,8 +93,8 @@ def test_a_clear_host_link_miss_fails_at_once_and_a_calibration_session_re_measu
 
 def test_a_failed_re_measure_leaves_the_first_figure_judged(tmp_path, monkeypatch):
     runs, launched = component_runs(tmp_path, 48.06, [55.0], monkeypatch)
-    monkeypatch.setattr("harness.plugin.components.run_components", lambda spec, run_dir, *, run_id: ComponentsRun(
-        run_id=run_id, status="failed"))
+    monkeypatch.setattr("harness.kinds.components.runner.run_components",
+                        lambda spec, run_dir, *, run_id: ComponentsRun(run_id=run_id, status="failed"))
     check = d2h_alone(runs.host_link(1))
     assert check.passed is False and check.measured == 48.06
 

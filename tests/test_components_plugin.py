@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.jobs.job import RESERVED_SECTIONS
-from harness.launch.components import ComponentsRun
+from harness.kinds.components.launch import ComponentsRun
 from harness.results.job import Failure
 from support.profiles import cpu_test_profile
 
@@ -39,7 +39,7 @@ def fake_run(spec, run_dir, *, run_id):
 @pytest.fixture
 def suite(pytester, monkeypatch, tmp_path):
     """An acceptance session with the shipped test_components.py; returns (run, write_profile)."""
-    monkeypatch.setattr("harness.plugin.components.run_components", fake_run)
+    monkeypatch.setattr("harness.kinds.components.runner.run_components", fake_run)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     thresholds = tmp_path / "thresholds"
     thresholds.mkdir()
@@ -222,7 +222,7 @@ def test_a_gpu_no_rank_reported_fails_rather_than_skips(suite, monkeypatch):
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         return ComponentsRun(run_id=run_id, status="ok", result={"status": "ok", "ranks": [], "peer": None})
 
-    monkeypatch.setattr("harness.plugin.components.run_components", nobody)
+    monkeypatch.setattr("harness.kinds.components.runner.run_components", nobody)
     result = run("test_components.py", "-k", "gemm")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*component figures reported: FAILED*CPU rank 0: the launch finished but no rank*"])
@@ -230,8 +230,8 @@ def test_a_gpu_no_rank_reported_fails_rather_than_skips(suite, monkeypatch):
 
 def test_a_failed_launch_fails_every_component_test_with_its_reason(suite, monkeypatch):
     run, _ = suite
-    monkeypatch.setattr("harness.plugin.components.run_components", lambda spec, run_dir, *, run_id: ComponentsRun(
-        run_id=run_id, status="timeout", failure=Failure(reason="the launch exceeded its 60 s limit")))
+    monkeypatch.setattr("harness.kinds.components.runner.run_components", lambda spec, run_dir, *, run_id: (
+        ComponentsRun(run_id=run_id, status="timeout", failure=Failure(reason="the launch exceeded its 60 s limit"))))
     result = run("test_components.py", "-k", "gemm or memory")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*component benchmarks completed: FAILED*exceeded its 60 s limit*"])

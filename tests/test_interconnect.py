@@ -16,7 +16,7 @@ import torch
 from harness.kinds.interconnect.checks import allreduce_checks, pcie_under_load, topology_checks
 from harness.jobs.job import allreduce_widths
 from harness.kinds.interconnect.launch import AllReduceRun, run_allreduce
-from harness.launch.components import ComponentsRun
+from harness.kinds.components.launch import ComponentsRun
 from harness.launch.command import prepare_launch
 from harness.launch.spec import AllReduceSpec, LaunchSettings
 from harness.node.hardware import GpuInfo

@@ -213,7 +213,7 @@ def test_every_kind_of_job_ends_in_one_result_shape():
     import typing
 
     from harness.kinds.interconnect.launch import AllReduceRun
-    from harness.launch.components import ComponentsRun
+    from harness.kinds.components.launch import ComponentsRun
     from harness.kinds.soak.launch import SoakRun
     from harness.records import RunRecord
     from harness.results.job import Failure, JobResult, Status
@@ -297,7 +297,7 @@ def test_no_folder_level_import_cycle():
     assert cycles == []
 
 
-KIND_RUNNERS = ("harness.kinds.interconnect.runner", "harness.kinds.soak.runner", "harness.plugin.components")
+KIND_RUNNERS = ("harness.kinds.interconnect.runner", "harness.kinds.soak.runner", "harness.kinds.components.runner")
 """The runners of the kinds of job with one (attached to their Job entries above the plugin, in harness/kinds/)."""
 
 
@@ -308,7 +308,7 @@ def test_the_session_reaches_a_kind_only_through_its_job():
     importers = {name for name, path in MODULES.items()
                  if set(KIND_RUNNERS) & _top_level_imports(path, name, type_only_too=True)}
     assert importers <= {"harness.kinds.shipped", "harness.kinds.interconnect.job", "harness.kinds.soak.job",
-                         *KIND_RUNNERS}, importers
+                         "harness.kinds.components.job", *KIND_RUNNERS}, importers
     assert "harness.plugin.session" not in importers
 
 

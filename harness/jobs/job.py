@@ -123,7 +123,7 @@ class Job:
     runner: Callable[..., KindRunner] | None = None
     """Builds that runner when the session starts, called as ``runner(ctx=...)`` with the session's context
     (harness/plugin/context.SessionContext). Jobs without one are run by the session's own parts (the DDP cases,
-    components, GPU state)."""
+    GPU state)."""
     report: Callable[[dict, list[Any]], Any] | None = None
     """Its section of the sign-off page: (the run's header, its tests) -> a ``KindSection``
     (harness/report/sections/kind.py), handed to the report by whoever renders it (the plugin's outputs,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from harness.cases import SCALINGS, CaseId
-from harness.jobs.job import CPU_RANK_ID, Job, Requirement, gpu_id, level_rank, node_gpu_id, pair_id
+from harness.jobs.job import Job, Requirement, gpu_id, level_rank, node_gpu_id
 from harness.profile.bounds import Profile
 
 NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
@@ -29,24 +29,6 @@ def _gpu_state(need: Requirement) -> list[str]:
     if not need.nodes:
         return [f"test_gpu_state[{gpu_id(index)}]" for index in gpus]
     return [f"test_gpu_state[{node_gpu_id(node, index)}]" for node in need.nodes for index in gpus]
-
-
-PER_GPU_COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
-"""One case per GPU (``cpu0`` on a CPU profile: GEMM and memory only)."""
-
-
-def _components(need: Requirement) -> list[str]:
-    components = need.profile.components
-    if components is None:
-        return []
-    if not need.on_gpus:
-        return [f"{test}[{CPU_RANK_ID}]" for test in PER_GPU_COMPONENT_TESTS[:2]]
-    gpus = range(need.expected_gpus)
-    names = [f"{test}[{gpu_id(index)}]" for test in PER_GPU_COMPONENT_TESTS for index in gpus]
-    # Peer copies are required only where the profile bounds them; the all-reduce's bound judges the links.
-    if components.min_peer_gbps is not None or components.max_peer_latency_us is not None:
-        names += [f"test_peer_copy[{pair_id(a, b)}]" for a in gpus for b in gpus if a != b]
-    return names
 
 
 def case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
@@ -72,12 +54,10 @@ NODE_SHAPE = Job(name="node shape", tests=("test_node_shape",), level="quick", r
                  missing_hint=NOT_COLLECTED.format(test="test_node_shape"))
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
                 missing_hint=" (a GPU the node should have is not visible)")
-COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_copy"), level="quick",
-                 required=_components)
 DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
                   required=_ddp_scaling, narrowed_by_matrix=True)
 
-CORE_JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, COMPONENTS, DDP_SCALING)
+CORE_JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, DDP_SCALING)
 """The kinds of job not yet in a folder of their own under harness/kinds/: this floor knows no runner."""
 
 

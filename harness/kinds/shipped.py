@@ -3,26 +3,23 @@ the plugin and the report, which import none of them (issue 29).
 
 The plugin registers this module as a pytest plugin by name (harness/plugin/levels.py ``SHIPPED_KINDS``): its
 ``pytest_harness_jobs`` hands the list in first, as a site's conftest hands in its own after it. The kinds not
-yet in a folder of their own come from harness/jobs/registry.py, the components with their runner attached here.
+yet in a folder of their own come from harness/jobs/registry.py.
 ``harness report`` (harness/cli.py) renders a run directory with ``report_sections()``.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import pytest
 
 from harness.jobs.job import Job
-from harness.jobs.registry import COMPONENTS, DDP_SCALING, GPU_STATE, NODE_SHAPE
+from harness.jobs.registry import DDP_SCALING, GPU_STATE, NODE_SHAPE
+from harness.kinds.components.job import COMPONENTS
 from harness.kinds.interconnect.job import ALLREDUCE, TOPOLOGY
 from harness.kinds.soak.job import SOAK
-from harness.plugin.components import ComponentRuns
 
-JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY,
-                         replace(COMPONENTS, section="components", runner=ComponentRuns),
-                         DDP_SCALING, ALLREDUCE, SOAK)
+JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALING, ALLREDUCE, SOAK)
 """Every kind of job the harness ships, in the order their tests' names are required."""
 
 

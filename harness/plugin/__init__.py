@@ -11,7 +11,7 @@ This module holds only the hooks and the ``harness`` fixture; the session lives 
 knows from its start), cases (the parameters), specs (what is launched), launching (grouped
 launches, repeats, baselines), results (what a test hands to the report), outputs (report.json, junit.xml,
 session.json, report.html), rundir, provenance. Every kind's runner is reached through ``Job.runner``; the
-interconnect's and the soak's are in harness/kinds/.
+components', the interconnect's and the soak's are in harness/kinds/.
 """
 
 from __future__ import annotations

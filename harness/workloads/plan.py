@@ -1,10 +1,11 @@
 """The plan: what a worker module runs, written once by the launcher and read once by every rank;
 and the files its rank 0 leaves for the launcher when it is done.
 
-``python -m harness.workloads.ddp --plan plan.json`` (likewise kinds.interconnect.worker and kinds.soak.worker) is
-the only way a spec reaches a worker: the launcher's spec (harness/launch/spec.py, where the defaults
-live) resolves into one of these dataclasses, serialized to JSON in the run directory. A plan
-holds no defaults of its own: every value was decided by the spec.
+``python -m harness.workloads.ddp --plan plan.json`` (likewise kinds.interconnect.worker and kinds.soak.worker;
+kinds.components.worker with its own plan, kinds/components/plan.py) is the only way a spec reaches a worker:
+the launcher's spec (harness/launch/spec.py, where the defaults live) resolves into one of these dataclasses,
+serialized to JSON in the run directory. A plan holds no defaults of its own: every value was decided by the
+spec.
 """
 
 from __future__ import annotations

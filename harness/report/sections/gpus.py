@@ -2,7 +2,7 @@
 stands out at a glance; and the GPU<->GPU copy heatmap.
 
 Rows: the node's GPUs (index and UUID, from the session's hardware). Columns: the component checks
-(harness/checks/components.py: GEMM per dtype, HBM copy and read-modify-write, host<->GPU alone,
+(harness/kinds/components/checks.py: GEMM per dtype, HBM copy and read-modify-write, host<->GPU alone,
 the lowest peer copy involving the GPU), then the per-GPU keys other tests produce when present
 (GPU state: power_limit, clocks, ...; benchmark cases: throughput_per_gpu, gpu_uniformity). A cell
 is the check's figure and its state (pass, fail, not evaluated), read from the results alone, and

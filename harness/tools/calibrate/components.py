@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
-from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
+from harness.kinds.components.launch import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.launch.spec import LaunchSettings
 from harness.node.hardware import Hardware
 from harness.tools.calibrate import CalibrationError
@@ -83,7 +83,7 @@ def component_bounds(runs: list[dict], margin: float) -> tuple[dict[str, Any], l
 
 
 def components_spec(hw: Hardware, device: Literal["cuda", "cpu"], timeout_s: float) -> ComponentsSpec:
-    """What the acceptance suite launches (harness/plugin/components.py), with calibrate's time limit."""
+    """What the acceptance suite launches (harness/kinds/components/runner.py), with calibrate's time limit."""
     return node_components_spec(device, hw.gpus,
                                 lambda gpus: LaunchSettings(gpus_per_node=gpus, device=device, timeout_s=timeout_s))
 

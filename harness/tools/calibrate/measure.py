@@ -126,7 +126,7 @@ def run_calibration(plan: CalibrationPlan, hw: Hardware, *, launcher: Launcher |
     """Batches, the repeated matrix, the statistics, the validated profile written to plan.output_path.
 
     ``launcher`` defaults to run_benchmark, ``find_batch`` to find_max_batch, ``run_components`` (with
-    --components) to harness.launch.components.run_components."""
+    --components) to harness.kinds.components.launch.run_components."""
     batches = choose_batches(plan, find_batch or find_max_batch, echo)
     by_case = run_matrix(plan, batches, launcher or run_benchmark, echo)
     cases = tuple(measure_case(model, precision, batches[(model, precision)], by_case[(model, precision)])

@@ -1,8 +1,7 @@
 """The component tests' session side: one launch of the component benchmarks, measured once and judged per GPU
-and per ordered pair. The session holds it as the components job's runner (``Job.runner``, attached in
-harness/kinds/shipped.py), and the tests reach it as ``harness.runner("components")``; their pytest parameters
-are the plugin's (harness/plugin/cases.py), which of them run at which level the job's (harness/jobs/registry.py,
-harness/plugin/levels.py).
+and per ordered pair. The session holds it as the components job's runner (job.py ``COMPONENTS``), and the tests
+reach it as ``harness.runner("components")``; their pytest parameters are the plugin's (harness/plugin/cases.py),
+which of them run at which level the job's (harness/plugin/levels.py).
 """
 
 from __future__ import annotations
@@ -13,14 +12,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.checks import components as checks
+from harness.kinds.components import checks
 from harness.checks import confirm
 from harness import definitions
 from harness.checks.judged import not_judged
 from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.jobs.job import KindRunner
-from harness.launch.components import ComponentsRun, ComponentsSpec, node_components_spec, run_components
+from harness.kinds.components.launch import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
 from harness.plugin.cases import peer_judged
 from harness.plugin.context import SessionContext

@@ -1,6 +1,6 @@
 """The component checks of one GPU (or one ordered pair): GEMM TFLOP/s per dtype, HBM copy and
 read-modify-write, host<->GPU both directions (alone and all at once) with the NUMA binding, and
-the peer bandwidth and latency of a pair. Pure: figures (harness/workloads/components) x
+the peer bandwidth and latency of a pair. Pure: figures (harness/kinds/components/worker.py) x
 ``[components]`` bounds -> checks.
 
 Every miss names the GPU (index and UUID) or the pair. A bound the profile leaves out makes its

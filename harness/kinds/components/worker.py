@@ -1,6 +1,6 @@
 """The component benchmarks under torchrun: one process per GPU (per CPU rank on a CPU profile).
 
-    python -m harness.workloads.components.worker --plan PLAN.json
+    python -m harness.kinds.components.worker --plan PLAN.json
 
 Each rank binds itself to its GPU's NUMA node's CPUs where sysfs names one (and says so where it
 does not), then, every GPU at once: dense GEMM per dtype, HBM copy and read-modify-write; host<->GPU
@@ -21,12 +21,12 @@ from typing import Any
 
 from harness.rank import ProcessGroup, Rank, gpu_uuid, physical_gpu_index, run_rank, start_process_group
 from harness.files import write_json_atomic
-from harness.workloads.components import kernels
-from harness.workloads.components.arith import node_cpus
-from harness.workloads.components.plan import COMPONENTS_RESULT_FILE, ComponentsPlan, read_components_plan
+from harness.kinds.components import kernels
+from harness.kinds.components.arith import node_cpus
+from harness.kinds.components.plan import COMPONENTS_RESULT_FILE, ComponentsPlan, read_components_plan
 from harness.workloads.plan import plan_argument
 
-MODULE = "harness.workloads.components.worker"
+MODULE = "harness.kinds.components.worker"
 
 
 def bind_to_numa_node(plan: ComponentsPlan, local_rank: int) -> dict:

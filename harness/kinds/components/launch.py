@@ -2,7 +2,7 @@
 lives here), the launch through harness/launch/supervise.run_job, and what it measured per GPU.
 
 One launch runs every part on every GPU at once (torchrun, one process per GPU); the plugin judges
-each GPU (and each ordered pair) from its figures in a test of its own (harness/plugin/components.py).
+each GPU (and each ordered pair) from its figures in a test of its own (runner.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from harness.launch.supervise import run_job
 from harness.results.job import JobResult
 from harness.workloads.busbw import GIB, MIB
 from harness.node.hardware import GpuInfo
-from harness.workloads.components.arith import numa_node_of
+from harness.kinds.components.arith import numa_node_of
 from harness.catalog import CPU_GEMM_DTYPES, GEMM_DTYPES, GPU_GEMM_DTYPES
-from harness.workloads.components.plan import (COMPONENTS_RESULT_FILE, PARTS, ComponentSizes, ComponentsPlan,
+from harness.kinds.components.plan import (COMPONENTS_RESULT_FILE, PARTS, ComponentSizes, ComponentsPlan,
                                                GpuPlacement, write_components_plan)
 from harness.workloads.plan import PLAN_FILE
 
@@ -54,7 +54,7 @@ def placements_of(gpus: Sequence[GpuInfo]) -> tuple[GpuPlacement, ...]:
 class ComponentsSpec(LaunchedSpec):
     """The component benchmarks on ``launch.gpus_per_node`` GPUs (one CPU rank on a CPU profile)."""
 
-    worker_module: ClassVar[str] = "harness.workloads.components.worker"
+    worker_module: ClassVar[str] = "harness.kinds.components.worker"
     launch: LaunchSettings
     sizes: ComponentSizes
     parts: tuple[str, ...] = PARTS

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.workloads.components.arith import gemm_tflops, iterations_for, median, moved_gbps
+from harness.kinds.components.arith import gemm_tflops, iterations_for, median, moved_gbps
 
 Op = Callable[[], Any]
 

@@ -1,4 +1,4 @@
-"""What one component launch runs: written once by the launcher (harness/launch/components.py, where
+"""What one component launch runs: written once by the launcher (harness/kinds/components/launch.py, where
 the defaults live), read once by every rank; and the result file rank 0 leaves."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class GpuPlacement:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ComponentSizes:
-    """Problem sizes and timings of one device kind (the defaults: harness/launch/components.py)."""
+    """Problem sizes and timings of one device kind (the defaults: harness/kinds/components/launch.py)."""
 
     gemm_dtypes: tuple[str, ...]
     gemm_size: int
@@ -77,4 +77,4 @@ def read_components_plan(path: Path) -> ComponentsPlan:
                                  "run_dir": Path(data["run_dir"])})
     except (OSError, ValueError, TypeError, KeyError) as err:
         raise SystemExit(f"{path}: not a readable ComponentsPlan ({err}); plans are written by the harness "
-                         "launcher (harness/launch/components.py), not by hand") from None
+                         "launcher (harness/kinds/components/launch.py), not by hand") from None

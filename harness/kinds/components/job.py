@@ -1,0 +1,32 @@
+"""The components kind's declaration: the per-GPU component tests at the quick level, one case per GPU (``cpu0``
+on a CPU profile) and per ordered GPU pair, its runner the session's one component launch. Its runner writes no
+section of session.json (each test's result carries its figures), and it has no page section of its own: the
+report's per-GPU table (harness/report/sections/gpus.py) shows its figures beside the other kinds' per GPU."""
+
+from __future__ import annotations
+
+from harness.jobs.job import CPU_RANK_ID, Job, Requirement, gpu_id, pair_id
+from harness.kinds.components.runner import ComponentRuns
+
+SECTION = "components"
+
+PER_GPU_COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link")
+"""One case per GPU (``cpu0`` on a CPU profile: GEMM and memory only)."""
+
+
+def _components(need: Requirement) -> list[str]:
+    components = need.profile.components
+    if components is None:
+        return []
+    if not need.on_gpus:
+        return [f"{test}[{CPU_RANK_ID}]" for test in PER_GPU_COMPONENT_TESTS[:2]]
+    gpus = range(need.expected_gpus)
+    names = [f"{test}[{gpu_id(index)}]" for test in PER_GPU_COMPONENT_TESTS for index in gpus]
+    # Peer copies are required only where the profile bounds them; the all-reduce's bound judges the links.
+    if components.min_peer_gbps is not None or components.max_peer_latency_us is not None:
+        names += [f"test_peer_copy[{pair_id(a, b)}]" for a in gpus for b in gpus if a != b]
+    return names
+
+
+COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_copy"), level="quick",
+                 required=_components, section=SECTION, runner=ComponentRuns)
