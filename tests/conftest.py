@@ -13,6 +13,7 @@ import pytest
 import torch  # noqa: F401
 from harness.launch.cleanup import tagged_pids
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
+from support.signals import stop_signals_restored
 
 LAUNCH_FIELDS = {f.name for f in dataclasses.fields(LaunchSettings)}
 
@@ -24,6 +25,13 @@ def no_nvidia_hardware(monkeypatch, tmp_path_factory):
     Tests of presence pass their own root and ``which``."""
     monkeypatch.setattr("harness.node.presence.SYSTEM_ROOT", tmp_path_factory.mktemp("no-nvidia"))
     monkeypatch.setattr("harness.node.presence.SYSTEM_WHICH", lambda name: None)
+
+@pytest.fixture(autouse=True)
+def stop_signals_put_back():
+    """A test that runs a harness session in this process leaves the suite stoppable (tests/support/signals.py)."""
+    with stop_signals_restored():
+        yield
+
 
 # Short enough that one launch takes seconds on a 2-core host, long enough to reach every phase.
 FAST_RUN = {

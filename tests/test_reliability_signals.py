@@ -246,3 +246,18 @@ def test_two_sessions_started_together_keep_their_own_directories_records_and_pr
         records = [json.loads(path.read_text()) for path in run_dir.glob("runs/*.json")]
         assert len(records) == 1 and records[0]["run_id"].startswith(run_dir.name), run_dir
         assert json.loads((run_dir / "session.json").read_text())["run_id"] == run_dir.name
+
+
+def test_a_session_run_in_this_process_leaves_the_suite_stoppable():
+    """An in-process session's stop handler and its "ending" state (which ignores every later stop signal) are
+    put back after the test (tests/support/signals.py, autouse in conftest): the suite stays stoppable by timeout(1)
+    or a CI cancel, where it had run past a 1800 s limit to its end."""
+    from harness.launch import supervise
+    from support.signals import stop_signals_restored
+
+    before = signal.getsignal(signal.SIGTERM)
+    with stop_signals_restored():
+        supervise.stop_on_sigterm()
+        supervise.ending()
+        assert signal.getsignal(signal.SIGTERM) is supervise._on_stop_signal and supervise._Hold.stopping
+    assert signal.getsignal(signal.SIGTERM) is before and not supervise._Hold.stopping
