@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import remeasure_label
+from harness.cases import remeasure_label, remeasure_of
 from harness.definitions import current_id
 from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.profile.load import load_profile
@@ -743,7 +743,7 @@ def deepest_power_shortfall() -> tuple[float, str, tuple[str, str, str, int]]:
     by_case: dict[tuple[str, str, str, int], dict[str, list[float]]] = {}
     for folder in FITTED_SESSIONS:
         for packed in folder.glob("runs/*.json.gz"):
-            if remeasure_label("", 1) in packed.name:
+            if remeasure_of(packed.name.removesuffix(".json.gz")) is not None:
                 continue
             record = json.loads(gzip.decompress(packed.read_bytes()))
             case = (record["device_name"], record["model"], record["precision"], record["world_size"])
