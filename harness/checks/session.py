@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 from harness.checks.shapes import UNMEASURED_SHAPE_HINT, is_unmeasured
 from harness.exitcodes import (EXIT_FAIL, EXIT_INCOMPLETE, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, EXIT_NO_TESTS,
@@ -330,12 +330,19 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
     return f"{verdict} — " + "; ".join(p for p in parts if p)
 
 
-def _not_run_by_reason(not_run: list[dict], reasons_shown: int = 2) -> str:
-    """The tests that did not run, one entry per reason (its first test, how many more, the reason once): a
-    calibration session on a 4 x H200 node repeated one 90-character reason for each test the headline named."""
+def not_run_by_reason(not_run: Sequence[dict]) -> dict[str, list[str]]:
+    """The names of the tests that did not run, by the reason they did not, in order of first appearance: the
+    headline and the terminal's "did not run" lines (harness/plugin/progress.py) say each reason once."""
     by_reason: dict[str, list[str]] = {}
     for entry in not_run:
         by_reason.setdefault(str(entry["reason"]), []).append(str(entry["name"]))
+    return by_reason
+
+
+def _not_run_by_reason(not_run: Sequence[dict], reasons_shown: int = 2) -> str:
+    """The tests that did not run, one entry per reason (its first test, how many more, the reason once): a
+    calibration session on a 4 x H200 node repeated one 90-character reason for each test the headline named."""
+    by_reason = not_run_by_reason(not_run)
     shown = [f"{names[0]}{f' and {len(names) - 1} more' if len(names) > 1 else ''} ({reason})"
              for reason, names in list(by_reason.items())[:reasons_shown]]
     return ", ".join(shown) + (", …" if len(by_reason) > reasons_shown else "")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.checks.session import SessionVerdict
+from harness.checks.session import SessionVerdict, not_run_by_reason
 from harness.results.check import Check
 from harness.plugin.results import CaseResult, CheckedResult
 
@@ -141,11 +141,8 @@ def not_run_lines(not_run: Sequence[dict]) -> list[str]:
     """One line per reason, naming the tests it kept from running: a profile whose training bounds are of another
     definition keeps all 8 cases of a 1-GPU node from being judged for one reason, which printed 8 times was
     a screen of one sentence (2026-11-28)."""
-    by_reason: dict[str, list[str]] = {}
-    for entry in not_run:
-        by_reason.setdefault(str(entry["reason"]), []).append(str(entry["name"]))
     lines = []
-    for reason, names in by_reason.items():
+    for reason, names in not_run_by_reason(not_run).items():
         shown = ", ".join(names[:NOT_RUN_NAMES]) + (f" and {len(names) - NOT_RUN_NAMES} more (report.html lists them)"
                                                     if len(names) > NOT_RUN_NAMES else "")
         lines.append(f"harness: did not run: {shown}: {reason}" if len(names) == 1
