@@ -52,7 +52,7 @@ POWER_FLOOR = 0.13
 case, 6.49 % (nvidia-h200 GPU-c78f79bd, ResNet-50 bf16, 13 H200s measured by the fitted profiles' calibration
 sessions; 34 H100s: 5.02 %; tests/test_fit.py recomputes it). How much power a GPU draws at the same work is its
 chip's (leakage), not its health: a fit over 3 nodes of 1 GPU saw 3 chips within 0.46 % and set the 5 % floor, then a
-fourth host's GPU drew 5.4 % under the reference at full clocks (1980 MHz throughout), 99.5 % utilization and the
+fourth host's GPU drew 5.4 % under the reference at full clocks (1965-1980 MHz), 99.4-99.5 % utilization and the
 reference's throughput, and FAILed (2026-11-28 host G, docs/data/2026-11-28-h200x1-hosts-f-g). A GPU held below its
 power is caught by its clocks' event reasons, its enforced limit (GPU state) and its rate; this floor catches one that
 draws far less than any healthy chip."""
