@@ -25,6 +25,8 @@ from harness.tools.calibrate.sessions import Figure, Session, read_session
 from test_records import full_record
 
 REPO = Path(__file__).resolve().parent.parent
+TOY = REPO / "tests" / "data" / "toy.toml"
+"""A profile of hand-set bounds for 1-8 GPUs (the h200 profile before its fit) that the made-up sessions fit into."""
 DATA = REPO / "docs" / "data" / "2026-11-27-h100x4-calibration"
 
 
@@ -212,7 +214,7 @@ def test_a_damaged_file_of_a_session_is_refused_naming_it_never_a_traceback(tmp_
 
 def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_hosts, tmp_path):
     profile = tmp_path / "toy.toml"
-    profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
+    profile.write_text(TOY.read_text())
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
                             assume_training_definition=None, leave_out="", source="")
@@ -230,7 +232,7 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
 
 def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
-    profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
+    profile.write_text(TOY.read_text())
     before = load_profile(profile).bounds("resnet50", "bf16")
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
@@ -250,7 +252,7 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
 
 def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_table(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
-    profile.write_text((REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"'))
+    profile.write_text(TOY.read_text())
     components_source = load_profile(profile).components.source
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
@@ -279,7 +281,7 @@ def test_a_refit_replaces_a_note_an_author_extended_over_several_lines_and_keeps
     """h100-80gb.toml's note runs over three comment lines (two fits in one profile): a refit left the second and
     third under its own note (2026-11-27)."""
     profile = tmp_path / "toy.toml"
-    text = (REPO / "thresholds" / "h200.toml").read_text().replace('name = "h200"', 'name = "toy"').rstrip()
+    text = TOY.read_text().rstrip()
     profile.write_text(text + "\n# Bounds written as { ref, tol, hosts, runs, spread } were fitted by hand: the\n"
                               "# training bounds from two fits,\n# the all-reduce from a third.\n")
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
@@ -427,7 +429,7 @@ def test_the_unhealthy_host_is_refused_and_fails_the_healthy_hosts_bounds(tmp_pa
     """Both sides on recorded hardware: host A's throttling GPU keeps its sessions out of a fit (its sessions FAILed
     on the throttle itself), and its first session's figures miss the bounds the healthy hosts gave: the 2-GPU
     ResNet-152 fp16 efficiency and utilization. Its power fractions (0.8177-0.8416, 1-3 % under the limits of a 5 %
-    least tolerance) no longer miss since fit.POWER_FLOOR: a healthy chip draws up to 6.5 % under its kind's median,
+    least tolerance) no longer miss since fit.POWER_FLOOR: a healthy chip draws up to 6.85 % under its kind's median,
     so power alone cannot tell this GPU from an efficient one; its clocks' event reasons do."""
     dirs = [unpacked(folder, tmp_path) for folder in HOST_A]
     for run_dir in dirs:
@@ -797,11 +799,11 @@ def deepest_power_shortfall() -> tuple[float, str, tuple[str, str, str, int]]:
 
 
 def test_the_power_floor_is_twice_the_deepest_healthy_chip_below_its_kind():
-    """fit.POWER_FLOOR comes from the archived sessions: a healthy GPU's power at the same work is its chip's, 6.49 %
+    """fit.POWER_FLOOR comes from the archived sessions: a healthy GPU's power at the same work is its chip's, 6.85 %
     under its kind's median at worst (an H200, ResNet-50 bf16), so the least tolerance is FACTOR x that, rounded up to
     a hundredth; a change to the sessions or the rule that moves it fails here."""
     shortfall, gpu, case = deepest_power_shortfall()
-    assert (round(shortfall, 4), gpu[:12], case) == (0.0649, "GPU-c78f79bd", ("NVIDIA H200", "resnet50", "bf16", 1))
+    assert (round(shortfall, 4), gpu[:12], case) == (0.0685, "GPU-c78f79bd", ("NVIDIA H200", "resnet50", "bf16", 1))
     assert FACTOR * shortfall <= POWER_FLOOR < FACTOR * shortfall + 0.01
 
 
