@@ -390,7 +390,8 @@ def test_every_direct_cause_is_in_the_headline_and_symptoms_come_last():
     assert [c.key for c in verdict.causes][:4] == ["foreign_processes", "xid_events", "throttling",
                                                     "straggler_ratio"]
     assert "; ".join(c.text() for c in verdict.causes[:4]) in verdict.headline
-    assert verdict.headline.endswith("; 4 more causes")
+    assert verdict.headline.endswith(
+        "; 4 more causes: throughput_per_gpu, gpu_utilization, weak_efficiency, step_time_cv")
     assert directness("gemm_bf16") < directness("throughput_per_gpu")
 
 

@@ -306,8 +306,11 @@ def _headline(verdict: Verdict, scope: str, causes: list[Cause], not_run: list[d
         parts[0] += f" at level {facts.level}"
     if verdict == "FAIL":
         told = max(HEADLINE_CAUSES, sum(1 for c in causes if is_direct(c.key)))
-        parts.append("; ".join(c.text() for c in causes[:told]) + (f"; {len(causes) - told} more causes"
-                                                                    if len(causes) > told else ""))
+        # The causes past the first few by key only: an operator sees every check that failed, the report the rest.
+        rest = causes[told:]
+        parts.append("; ".join(c.text() for c in causes[:told]) + (
+            f"; {len(rest)} more cause{'' if len(rest) == 1 else 's'}: {', '.join(c.key for c in rest)}"
+            if rest else ""))
     elif verdict == "INCOMPLETE":
         if not_run:
             parts.append(f"{len(not_run)} that had to run did not: {_not_run_by_reason(not_run)}")
