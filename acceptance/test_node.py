@@ -10,5 +10,5 @@ the cases that would need them are skipped, and the session verdict counts them 
 
 def test_node_shape(harness):
     """Usable GPUs >= expected GPUs; a node bigger than every shape of the profile is not of its kind."""
-    result = harness.check_node_shape()
+    result = harness.keep(harness.runner("node_shape").check(harness.remote_gpu_state))
     harness.assert_passed(result)

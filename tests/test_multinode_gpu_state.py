@@ -25,7 +25,7 @@ from harness.launch.slurm import SlurmAllocation
 from harness.node.gpu_state_probe import STOP_FILE, node_file, watch
 from harness.node.hardware import GpuInfo
 from harness.plugin.gpu_state import GpuStateRunner, gpu_state_params
-from harness.plugin.node_shape import node_shape_result
+from harness.kinds.node_shape.runner import NodeShapeRuns
 from harness.plugin.remote_gpu_state import NodeGpu, judged_nodes, probe_command
 from harness.profile.load import load_profile
 from harness.report.outcomes import SessionTest
@@ -271,7 +271,7 @@ def test_node_2_under_the_session_s_load_alone_passes_both(tmp_path, processes):
 ])
 def test_an_unreadable_node_2_never_passes(tmp_path, remote, says):
     runner, driver = start_runner(tmp_path, remote)
-    shape = node_shape_result(runner.ctx, runner.remote)
+    shape = NodeShapeRuns(ctx=runner.ctx).check(runner.remote)
     [count] = [c for c in shape.checks if c.key == "remote_gpu_count"]
     assert count.passed is False and says in count.note
     results = run_all(runner, driver)
@@ -285,7 +285,7 @@ def test_an_unreadable_node_2_never_passes(tmp_path, remote, says):
 
 def test_node_2_with_fewer_gpus_fails_the_node_shape_and_its_missing_gpu(tmp_path):
     runner, driver = start_runner(tmp_path, {"gpu02": h100s(1)})
-    shape = node_shape_result(runner.ctx, runner.remote)
+    shape = NodeShapeRuns(ctx=runner.ctx).check(runner.remote)
     [count] = [c for c in shape.checks if c.key == "remote_gpu_count"]
     assert count.passed is False and count.measured == 1.0 and count.bound == 2.0
     assert f"node gpu02: 1 usable GPUs < 2 expected (NVML there shows: GPU 0 {UUIDS[0]})" in count.note
@@ -297,7 +297,7 @@ def test_node_2_with_fewer_gpus_fails_the_node_shape_and_its_missing_gpu(tmp_pat
 
 def test_a_healthy_two_node_session_passes_and_keeps_both_nodes_in_session_json(tmp_path):
     runner, driver = start_runner(tmp_path, {"gpu02": h100s(2)})
-    shape = node_shape_result(runner.ctx, runner.remote)
+    shape = NodeShapeRuns(ctx=runner.ctx).check(runner.remote)
     assert [c.passed for c in shape.checks if c.key.startswith("remote_")] == [True, True]
     results = run_all(runner, driver)
     assert all(not r.failed for r in results.values())
@@ -316,7 +316,7 @@ def test_one_node_is_unchanged(tmp_path):
     runner.stop()
     assert result.name == "gpu-state-gpu1" and result.checks[0].note.startswith(f"GPU 1 ({UUIDS[1]})")
     assert "node" not in result.to_dict()["gpu_state"]
-    assert [c.key for c in node_shape_result(runner.ctx).checks].count("remote_gpu_count") == 0
+    assert [c.key for c in NodeShapeRuns(ctx=runner.ctx).check().checks].count("remote_gpu_count") == 0
 
 
 def test_every_node_s_gpu_state_tests_are_required_in_a_multi_node_session():
@@ -429,7 +429,7 @@ def test_a_process_already_on_a_gpu_of_node_2_refuses_the_session_naming_node_an
 
 def test_node_2_of_another_gpu_model_fails_the_node_shape(tmp_path):
     runner, driver = start_runner(tmp_path, {"gpu02": fake_nvml(2)})  # H200s beside the driver's H100s
-    shape = node_shape_result(runner.ctx, runner.remote)
+    shape = NodeShapeRuns(ctx=runner.ctx).check(runner.remote)
     runner.stop()
     [model] = [c for c in shape.checks if c.key == "remote_gpu_model"]
     assert model.passed is False and model.note == (

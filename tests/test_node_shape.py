@@ -9,7 +9,8 @@ import pytest
 
 from harness.node.hardware import TorchCuda, detect
 from harness.node.presence import NvidiaPresence
-from harness.node.shape import ExpectedGpus, expected_gpus, node_shape_checks
+from harness.kinds.node_shape.checks import node_shape_checks
+from harness.node.shape import ExpectedGpus, expected_gpus
 from harness.profile.load import ThresholdError, load_profile
 from harness.results.location import Location
 from support.fake_nvml import UUIDS, fake_nvml

@@ -18,10 +18,6 @@ from harness.profile.bounds import Profile
 NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
 
 
-def _node_shape(need: Requirement) -> list[str]:
-    return ["test_node_shape"] if need.on_gpus else []
-
-
 def _gpu_state(need: Requirement) -> list[str]:
     gpus = range(need.expected_gpus)
     if not need.on_gpus:
@@ -50,14 +46,12 @@ def _ddp_scaling(need: Requirement) -> list[str]:
             if case_required(profile, case, need.native_bf16)]
 
 
-NODE_SHAPE = Job(name="node shape", tests=("test_node_shape",), level="quick", required=_node_shape,
-                 missing_hint=NOT_COLLECTED.format(test="test_node_shape"))
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
                 missing_hint=" (a GPU the node should have is not visible)")
 DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
                   required=_ddp_scaling, narrowed_by_matrix=True)
 
-CORE_JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, DDP_SCALING)
+CORE_JOBS: tuple[Job, ...] = (GPU_STATE, DDP_SCALING)
 """The kinds of job not yet in a folder of their own under harness/kinds/: this floor knows no runner."""
 
 

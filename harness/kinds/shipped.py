@@ -14,9 +14,10 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from harness.jobs.job import Job
-from harness.jobs.registry import DDP_SCALING, GPU_STATE, NODE_SHAPE
+from harness.jobs.registry import DDP_SCALING, GPU_STATE
 from harness.kinds.components.job import COMPONENTS
 from harness.kinds.interconnect.job import ALLREDUCE, TOPOLOGY
+from harness.kinds.node_shape.job import NODE_SHAPE
 from harness.kinds.soak.job import SOAK
 
 JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALING, ALLREDUCE, SOAK)

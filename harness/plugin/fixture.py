@@ -12,7 +12,6 @@ import pytest
 from typing import Any
 
 from harness.cases import CaseId
-from harness.plugin.node_shape import node_shape_result
 from harness.plugin.options import HarnessOptions
 from harness.plugin.remote_gpu_state import NodeGpu
 from harness.plugin.results import CaseResult, CheckedResult
@@ -48,8 +47,11 @@ class HarnessTest:
     def run_gpu_state(self, target: int | NodeGpu) -> CheckedResult:
         return self._keep(self.session.gpu_state.run_gpu_state(target, list(self.session.results.values())))
 
-    def check_node_shape(self) -> CheckedResult:
-        return self._keep(node_shape_result(self.session.ctx, self.session.gpu_state.remote))
+    @property
+    def remote_gpu_state(self) -> Any:
+        """The other nodes' GPU-state probes of a multi-node session (plugin/remote_gpu_state.py), None on one
+        node: what the node-shape test judges the other nodes' GPUs by."""
+        return self.session.gpu_state.remote
 
     def keep(self, result: CheckedResult) -> CheckedResult:
         """Keep a result made outside this class for the verdict, report.json and session.json."""
