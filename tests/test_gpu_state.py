@@ -15,7 +15,11 @@ import pytest
 from harness.checks.gpu_state import GpuStateInput, clock_setting_windows, gpu_state_checks
 from harness.node.gpu_state import read_gpu_state, read_gpu_states
 from harness.node.hardware import GpuInfo
-from harness.plugin.gpu_state import NO_GPU_REASON, GpuStateRunner, gpu_state_params, order_last
+from harness.kinds.shipped import JOBS
+from harness.kinds.gpu_state.params import gpu_state_params
+from harness.plugin.cases import NO_GPU
+from harness.plugin.gpu_state import GpuStateRunner
+from harness.plugin.levels import order_by_jobs
 from harness.profile.bounds import GpuStateBounds
 from harness.profile.load import ThresholdError, load_profile
 from harness.profile.schema import GPU_STATE_KEYS
@@ -237,19 +241,21 @@ def test_the_runner_judges_each_gpu_start_against_end():
 def test_on_cpu_the_test_is_skipped_with_the_reason_and_nothing_is_read():
     ctx = _ctx(device="cpu", gpus=0)
     [param] = gpu_state_params(ctx)
-    assert param.id == "no-gpu" and param.marks[0].kwargs["reason"] == NO_GPU_REASON == "no GPU on a CPU run"
+    assert param.id == "no-gpu" and param.marks[0].kwargs["reason"] == NO_GPU == "no GPU on a CPU run"
     runner = GpuStateRunner(ctx=ctx)
     runner.start(fake_nvml(0))
     assert runner.watcher is None and runner.summary() is None
     assert [p.id for p in gpu_state_params(_ctx())] == ["gpu0", "gpu1"]
 
 
-def test_the_gpu_state_tests_run_after_every_benchmark():
-    items = [SimpleNamespace(name=name, fixturenames=fixtures) for name, fixtures in (
-        ("test_gpu_state[gpu0]", ["harness", "gpu_state_gpu"]), ("test_weak[a]", ["harness", "weak_case"]),
-        ("test_gpu_state[gpu1]", ["harness", "gpu_state_gpu"]), ("test_allreduce", ["harness", "allreduce_gpus"]))]
-    order_last(items)  # type: ignore[arg-type]
-    assert [i.name for i in items] == ["test_weak[a]", "test_allreduce", "test_gpu_state[gpu0]", "test_gpu_state[gpu1]"]
+def test_the_gpu_state_tests_run_after_every_benchmark_and_the_node_shape_first():
+    """The jobs' ``order`` (harness/kinds/gpu_state/job.py "last", node_shape "first"); the rest keep their order."""
+    items = [SimpleNamespace(name=name, originalname=name.split("[")[0]) for name in (
+        "test_gpu_state[gpu0]", "test_weak_scaling[a]", "test_gpu_state[gpu1]", "test_allreduce_bus_bandwidth[2gpu]",
+        "test_node_shape", "test_gemm[gpu0]")]
+    order_by_jobs(items, JOBS)  # type: ignore[arg-type]
+    assert [i.name for i in items] == ["test_node_shape", "test_weak_scaling[a]", "test_allreduce_bus_bandwidth[2gpu]",
+                                       "test_gemm[gpu0]", "test_gpu_state[gpu0]", "test_gpu_state[gpu1]"]
 
 
 # ---------------------------------------------------------------------------------------------

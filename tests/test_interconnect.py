@@ -22,7 +22,7 @@ from harness.launch.spec import AllReduceSpec, LaunchSettings
 from harness.node.hardware import GpuInfo
 from harness.node.cpu_features import runs_in_virtual_machine
 from harness.node.topology import read_topology, why_no_nvlink
-from harness.plugin.cases import allreduce_params
+from harness.kinds.interconnect.params import allreduce_params
 from harness.kinds.interconnect.runner import InterconnectRuns
 from harness.profile.bounds import InterconnectBounds, TopologyBounds
 from harness.kinds.interconnect import worker as interconnect

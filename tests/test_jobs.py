@@ -99,3 +99,18 @@ def test_the_shipped_list_holds_every_core_job_once_in_test_order():
     assert {job.name for job in CORE_JOBS} < set(names) and len(set(names)) == len(names)
     assert [job.name for job in JOBS] == ["node shape", "GPU state", "topology", "components", "DDP scaling",
                                           "all-reduce", "soak"]
+
+
+def test_a_job_declares_its_fixtures_and_order_and_two_jobs_cannot_parametrize_one_fixture():
+    """Job.params: the plugin parametrizes each fixture a job names (harness/plugin/__init__.py), so a site's job
+    that names a shipped kind's fixture is refused, saying which; Job.order is first, last or None."""
+    site = Job(name="site gemm", tests=("test_site_gemm",), level="quick", required=lambda need: [],
+               params={"component_gpu": lambda session: []})
+    with pytest.raises(ValueError, match="job 'site gemm' parametrizes component_gpu, which job 'components'"):
+        with_site_jobs([site], JOBS)
+    with pytest.raises(ValueError, match="order 'middle' is not 'first', 'last' or None"):
+        Job(name="x", tests=("test_x",), level="quick", required=lambda need: [], order="middle")  # type: ignore
+    declared = {fixture: job.name for job in JOBS for fixture in job.params}
+    assert declared == {"gpu_state_gpu": "GPU state", "component_gpu": "components", "gpu_pair": "components",
+                        "allreduce_gpus": "all-reduce"}
+    assert {job.name: job.order for job in JOBS if job.order} == {"node shape": "first", "GPU state": "last"}

@@ -24,7 +24,8 @@ from harness.launch.cleanup import owner_env, session_owner
 from harness.launch.slurm import SlurmAllocation
 from harness.node.gpu_state_probe import STOP_FILE, node_file, watch
 from harness.node.hardware import GpuInfo
-from harness.plugin.gpu_state import GpuStateRunner, gpu_state_params
+from harness.kinds.gpu_state.params import gpu_state_params
+from harness.plugin.gpu_state import GpuStateRunner
 from harness.kinds.node_shape.runner import NodeShapeRuns
 from harness.plugin.remote_gpu_state import NodeGpu, judged_nodes, probe_command
 from harness.profile.load import load_profile

@@ -6,8 +6,8 @@ and the verdict's required set alike: a mismatch between the two would make a re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from harness.profile.bounds import Profile
 
@@ -124,6 +124,13 @@ class Job:
     """Builds that runner when the session starts, called as ``runner(ctx=...)`` with the session's context
     (harness/plugin/context.SessionContext). Jobs without one are run by the session's own parts (the DDP cases,
     GPU state)."""
+    params: Mapping[str, Callable[[Any], list[Any]]] = field(default_factory=dict)
+    """Its tests' parametrized fixtures: fixture name -> the session's parameters of it, called with the session
+    (harness/plugin/session.HarnessSession; typed loosely: this floor knows no session). The plugin parametrizes
+    every fixture a job of the session names, and no other (``component_gpu``: one per GPU)."""
+    order: Literal["first", "last"] | None = None
+    """Where its tests run in the session: ``first`` (the node shape: a missing GPU is the first thing said),
+    ``last`` (GPU state: its end snapshot follows every benchmark), or where the test files put them."""
     report: Callable[[dict, list[Any]], Any] | None = None
     """Its section of the sign-off page: (the run's header, its tests) -> a ``KindSection``
     (harness/report/sections/kind.py), handed to the report by whoever renders it (the plugin's outputs,
@@ -136,6 +143,8 @@ class Job:
             raise ValueError(f"job {self.name!r} owns no test")
         if self.runner is not None and not self.section:
             raise ValueError(f"job {self.name!r} has a runner but no section: name its key in session.json")
+        if self.order not in (None, "first", "last"):
+            raise ValueError(f"job {self.name!r}: order {self.order!r} is not 'first', 'last' or None")
         if self.section in RESERVED_SECTIONS:
             raise ValueError(f"job {self.name!r}: section {self.section!r} is one of session.json's own keys; "
                              "choose another name")

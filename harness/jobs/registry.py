@@ -12,19 +12,10 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from harness.cases import SCALINGS, CaseId
-from harness.jobs.job import Job, Requirement, gpu_id, level_rank, node_gpu_id
+from harness.jobs.job import Job, Requirement, level_rank
 from harness.profile.bounds import Profile
 
 NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
-
-
-def _gpu_state(need: Requirement) -> list[str]:
-    gpus = range(need.expected_gpus)
-    if not need.on_gpus:
-        return []
-    if not need.nodes:
-        return [f"test_gpu_state[{gpu_id(index)}]" for index in gpus]
-    return [f"test_gpu_state[{node_gpu_id(node, index)}]" for node in need.nodes for index in gpus]
 
 
 def case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
@@ -46,12 +37,10 @@ def _ddp_scaling(need: Requirement) -> list[str]:
             if case_required(profile, case, need.native_bf16)]
 
 
-GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
-                missing_hint=" (a GPU the node should have is not visible)")
 DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
                   required=_ddp_scaling, narrowed_by_matrix=True)
 
-CORE_JOBS: tuple[Job, ...] = (GPU_STATE, DDP_SCALING)
+CORE_JOBS: tuple[Job, ...] = (DDP_SCALING,)
 """The kinds of job not yet in a folder of their own under harness/kinds/: this floor knows no runner."""
 
 
@@ -79,6 +68,10 @@ def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = ()) -> tuple[J
         if job.section is not None and job.runner is None and all(other.section != job.section for other in merged):
             raise ValueError(f"pytest_harness_jobs: job {job.name!r} names section {job.section!r}, which no job's "
                              "runner writes: give it a runner")
+        fixtures = [(fixture, other.name) for other in merged for fixture in job.params if fixture in other.params]
+        if fixtures:
+            raise ValueError(f"pytest_harness_jobs: job {job.name!r} parametrizes {fixtures[0][0]}, which job "
+                             f"{fixtures[0][1]!r} parametrizes")
         claimed = [(test, other.name) for other in merged for test in job.tests if test in other.tests]
         if claimed:
             raise ValueError(f"pytest_harness_jobs: job {job.name!r} claims {claimed[0][0]}, which job "

@@ -14,8 +14,9 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from harness.jobs.job import Job
-from harness.jobs.registry import DDP_SCALING, GPU_STATE
+from harness.jobs.registry import DDP_SCALING
 from harness.kinds.components.job import COMPONENTS
+from harness.kinds.gpu_state.job import GPU_STATE
 from harness.kinds.interconnect.job import ALLREDUCE, TOPOLOGY
 from harness.kinds.node_shape.job import NODE_SHAPE
 from harness.kinds.soak.job import SOAK

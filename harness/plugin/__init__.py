@@ -22,10 +22,8 @@ from harness.cases import SCALINGS
 from harness.launch import heartbeat, prestart, supervise
 from harness.launch.supervise import stop_on_sigterm
 from harness.plugin import hookspecs, levels
-from harness.plugin.cases import (NOT_AN_ACCEPTANCE_SESSION, allreduce_params, no_cases_param, parametrize_components,
-                                  planned_cases, scaling_params)
+from harness.plugin.cases import NOT_AN_ACCEPTANCE_SESSION, no_cases_param, planned_cases, scaling_params
 from harness.plugin.fixture import HarnessTest
-from harness.plugin.gpu_state import GPU_STATE_FIXTURE, gpu_state_params, order_last
 from harness.plugin.options import (add_options, add_short_options, ini_declares_acceptance, parse_options,
                                     refuse_cache_options)
 from harness.plugin.outcomes import OUTCOMES_KEY, SessionOutcomes
@@ -130,27 +128,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 params = scaling_params(session.ctx, scaling, remote.gpu_counts() if remote is not None else None)
                 metafunc.parametrize(fixture, params or [no_cases_param(
                     f"profile {session.profile.name} has no {scaling}-scaling cases for this selection")])
-    if GPU_STATE_FIXTURE in metafunc.fixturenames:
-        metafunc.parametrize(GPU_STATE_FIXTURE, not_acceptance if session is None
-                             else gpu_state_params(session.ctx, session.gpu_state.remote))
-    if "allreduce_gpus" in metafunc.fixturenames:
-        metafunc.parametrize("allreduce_gpus", not_acceptance if session is None else allreduce_params(session.ctx))
-    parametrize_components(metafunc, None if session is None else session.ctx, not_acceptance)
+    # Every other kind's fixtures are its job's to declare (Job.params): the plugin names none of them.
+    for job in levels.session_jobs(metafunc.config):
+        for fixture, make in job.params.items():
+            if fixture in metafunc.fixturenames:
+                metafunc.parametrize(fixture, not_acceptance if session is None else make(session))
 
-
-NODE_SHAPE_TEST = "test_node_shape"
-"""acceptance/test_node.py's test: run before any benchmark, whatever the file order."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--level`` deselects the tests above the session's run level (harness/plugin/levels.py); then
-    the node-shape test first: a missing GPU is the first thing a sign-off says (a stable sort); the
-    GPU-state tests last: they judge the end of the session, after every benchmark."""
+    """``--level`` deselects the tests above the session's run level (harness/plugin/levels.py); then each job's
+    tests where its ``order`` puts them, a stable sort: the node shape first (a missing GPU is the first thing a
+    sign-off says), GPU state last (it judges the end of the session, after every benchmark)."""
     harness_session = config.stash.get(SESSION_KEY, None)
     if harness_session is not None:
         levels.select_level(config, items, harness_session.ctx.options.level)
-        items.sort(key=lambda item: getattr(item, "originalname", item.name) != NODE_SHAPE_TEST)
-        order_last(items)
+        levels.order_by_jobs(items, harness_session.jobs)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

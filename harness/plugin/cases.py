@@ -2,8 +2,7 @@
 
 A benchmark case is a ``harness.cases.CaseId`` (its ``test_param`` is the pytest id); a case the
 node cannot run, or the profile does not bound, is collected and skipped with the reason, so the
-report still lists it. The component tests' parameters, one per GPU and one per ordered GPU pair, are here too:
-the parametrization is the plugin's, whatever kind of job owns the tests.
+report still lists it. The other kinds' parameters are their jobs' (``Job.params``, in harness/kinds/).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 
 from harness.cases import CaseId, Scaling
-from harness.jobs.job import CPU_RANK_ID, allreduce_widths, gpu_count_id, gpu_id, pair_id
 from harness.launch.slurm import SlurmAllocation
 from harness.node.cpu_features import no_native_bf16_reason
 from harness.plugin.context import SessionContext
@@ -90,68 +88,6 @@ def _case_marks(ctx: SessionContext, case: CaseId, other_node_gpus: Mapping[str,
 
 def no_cases_param(reason: str) -> Any:
     return pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))
-
-
-def allreduce_params(ctx: SessionContext) -> list[Any]:
-    """GPU counts of the all-reduce test: of the selected counts above 1 (an all-reduce needs two), the widest
-    this node holds runs (harness.jobs.job.allreduce_widths); a narrower one and one wider than the node are
-    listed skipped, saying why. Only when the profile has an [interconnect] section (like every optional
-    section: left out, not checked), or in a calibration session (its figures are what the section's first
-    bounds are fitted from)."""
-    if ctx.profile.interconnect is None and not ctx.options.calibration:
-        return [no_cases_param(f"profile {ctx.profile.name} has no [interconnect] section")]
-    counts = [n for n in selected_gpu_counts(ctx) if n != 1]
-    runs = allreduce_widths(counts, ctx.available_gpus)
-
-    def why_not(n: int) -> str | None:
-        if n > ctx.available_gpus:
-            return f"needs {n} {ctx.core_unit}; this node has {ctx.available_gpus}"
-        if n not in runs:
-            return (f"not measured: the all-reduce runs once, on {runs[0]} {ctx.rank_unit}s, whose ring crosses "
-                    f"every link a {n}-{ctx.rank_unit} sweep would")
-        return None
-
-    params = [pytest.param(n, id=gpu_count_id(n), marks=[pytest.mark.skip(reason=reason)] if reason else [])
-              for n in counts for reason in (why_not(n),)]
-    return params or [no_cases_param("no GPU count above 1 is selected: an all-reduce needs two")]
-
-
-def gpu_params(ctx: SessionContext) -> list:
-    """One test id per GPU of the component tests (``gpu0``...), or ``cpu0``: the one CPU rank of a CPU profile."""
-    if ctx.device != "cuda":
-        return [pytest.param(0, id=CPU_RANK_ID)]
-    return [pytest.param(gpu.index, id=gpu_id(gpu.index)) for gpu in ctx.hardware.gpus]
-
-
-def peer_judged(ctx: SessionContext) -> bool:
-    """Whether the peer matrix runs: at level long, or where the profile bounds it (nothing is measured
-    that no bound judges). The pair parameters below and the component launch's spec read it alike."""
-    bounds = ctx.profile.components
-    bounded = bounds is not None and (bounds.min_peer_gbps is not None or bounds.max_peer_latency_us is not None)
-    return ctx.options.level == "long" or bounded
-
-
-def pair_params(ctx: SessionContext) -> list:
-    """One test id per ordered GPU pair (``gpu0-gpu1``); not applicable, with the reason, below two GPUs."""
-    if ctx.device != "cuda":
-        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(reason=f"not applicable: {NO_GPU}"))]
-    indices = [gpu.index for gpu in ctx.hardware.gpus]
-    if len(indices) >= 2 and not peer_judged(ctx):
-        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
-            reason=f"not measured: profile {ctx.profile.name} has no peer bound ([components] min_peer_gbps); "
-                   "--level long measures the peer matrix for the report"))]
-    if len(indices) < 2:
-        return [pytest.param(None, id="no-pairs", marks=pytest.mark.skip(
-            reason=f"not applicable: {len(indices)} GPU on this node, no pair to copy between"))]
-    return [pytest.param((a, b), id=pair_id(a, b)) for a in indices for b in indices if a != b]
-
-
-def parametrize_components(metafunc: pytest.Metafunc, ctx: SessionContext | None, not_acceptance: list) -> None:
-    """The component tests' fixtures: ``component_gpu`` one per GPU, ``gpu_pair`` one per ordered pair."""
-    if "component_gpu" in metafunc.fixturenames:
-        metafunc.parametrize("component_gpu", not_acceptance if ctx is None else gpu_params(ctx))
-    if "gpu_pair" in metafunc.fixturenames:
-        metafunc.parametrize("gpu_pair", not_acceptance if ctx is None else pair_params(ctx))
 
 
 def _running_params(items: list[pytest.Item]) -> list[dict]:

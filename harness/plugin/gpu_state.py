@@ -1,6 +1,7 @@
 """The session's GPU state: a snapshot of every GPU at session start, an XID watcher from then to the
 session's end, and a snapshot at the end, taken by the GPU-state tests, which run after every
-benchmark (``order_last`` below), so "end" is after all the load. In a multi-node session the other
+benchmark (the GPU-state job's ``order = "last"``, harness/kinds/gpu_state/job.py), so "end" is after
+all the load. In a multi-node session the other
 nodes' GPUs are read the same way on their nodes (plugin/remote_gpu_state.py), and every test id
 names its node (``gpu01-gpu3``); on one node the ids are ``gpu3``.
 
@@ -27,35 +28,7 @@ from harness.plugin.results import CheckedResult
 from harness.results.telemetry_summary import read_telemetry
 from harness.telemetry import gpu_label
 
-GPU_STATE_FIXTURE = "gpu_state_gpu"
-"""The parameter of acceptance/test_gpu_state.py: a GPU index, one test id per GPU (``gpu3``); in a
-multi-node session a ``NodeGpu``, one test id per node and GPU (``gpu01-gpu3``)."""
-NO_GPU_REASON = "no GPU on a CPU run"
 
-
-def gpu_state_params(ctx: SessionContext, remote: RemoteGpuState | None = None) -> list[Any]:
-    """One ``gpuN`` per GPU NVML sees; in a multi-node session one ``<node>-gpuN`` per GPU of each node
-    (the other nodes': every GPU its probe showed and every one it should have); on a CPU profile one
-    skipped parameter saying why."""
-    if ctx.device != "cuda":
-        return [pytest.param(None, id="no-gpu", marks=pytest.mark.skip(reason=NO_GPU_REASON))]
-    nodes = judged_nodes(ctx)
-    if not nodes:
-        return [pytest.param(gpu.index, id=gpu_id(gpu.index)) for gpu in ctx.hardware.gpus]
-    targets = [NodeGpu(node=nodes[0], index=gpu.index) for gpu in ctx.hardware.gpus]
-    for node in nodes[1:]:
-        # Not probed (--collect-only): the GPUs a node of this session must have.
-        indices = remote.gpu_indices(node) if remote is not None else range(ctx.expected_gpus or ctx.available_gpus)
-        targets += [NodeGpu(node=node, index=index) for index in indices]
-    return [pytest.param(target, id=target.test_id) for target in targets]
-
-
-def order_last(items: list[pytest.Item]) -> None:
-    """The GPU-state tests after every other test, in place: their end snapshot and XID check must
-    follow all the load of the session."""
-    last = [item for item in items if GPU_STATE_FIXTURE in getattr(item, "fixturenames", ())]
-    if last:
-        items[:] = [item for item in items if item not in last] + last
 
 
 @dataclass(kw_only=True)

@@ -10,6 +10,7 @@ Collection deselects the tests above the session's level and records what it kep
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import pytest
 
@@ -96,3 +97,13 @@ def select_level(config: pytest.Config, items: list[pytest.Item], level: str) ->
 def level_selection(config: pytest.Config) -> LevelSelection | None:
     """The session's level selection, once collection made it."""
     return config.stash.get(LEVEL_KEY, None)
+
+
+_ORDER = {"first": 0, None: 1, "last": 2}
+
+
+def order_by_jobs(items: list[pytest.Item], jobs: Sequence[Job]) -> None:
+    """The tests where their jobs' ``order`` puts them, in place (a stable sort: the files' order otherwise): the
+    node shape first, GPU state last."""
+    items.sort(key=lambda item: _ORDER[getattr(job_of(getattr(item, "originalname", item.name), jobs), "order",
+                                               None)])

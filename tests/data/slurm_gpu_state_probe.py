@@ -17,7 +17,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from harness.launch.slurm import allocation_from_env, srun_prefix
-from harness.plugin.gpu_state import GpuStateRunner, gpu_state_params
+from harness.kinds.gpu_state.params import gpu_state_params
+from harness.plugin.gpu_state import GpuStateRunner
 from harness.profile.load import load_profile
 
 run_dir = Path(sys.argv[1])

@@ -6,6 +6,7 @@ report's per-GPU table (harness/report/sections/gpus.py) shows its figures besid
 from __future__ import annotations
 
 from harness.jobs.job import CPU_RANK_ID, Job, Requirement, gpu_id, pair_id
+from harness.kinds.components.params import gpu_params, pair_params
 from harness.kinds.components.runner import ComponentRuns
 
 SECTION = "components"
@@ -29,4 +30,6 @@ def _components(need: Requirement) -> list[str]:
 
 
 COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_copy"), level="quick",
-                 required=_components, section=SECTION, runner=ComponentRuns)
+                 required=_components, section=SECTION, runner=ComponentRuns,
+                 params={"component_gpu": lambda session: gpu_params(session.ctx),
+                         "gpu_pair": lambda session: pair_params(session.ctx)})

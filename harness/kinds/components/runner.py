@@ -21,7 +21,7 @@ from harness.checks.telemetry_checks import telemetry_checks
 from harness.jobs.job import KindRunner
 from harness.kinds.components.launch import ComponentsRun, ComponentsSpec, node_components_spec, run_components
 from harness.node.processes import busy_gpu_message
-from harness.plugin.cases import peer_judged
+from harness.kinds.components.params import peer_judged
 from harness.plugin.context import SessionContext
 from harness.plugin.progress import announce
 from harness.plugin.results import CheckedResult

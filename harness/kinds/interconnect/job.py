@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from harness.jobs.job import Job, Requirement, allreduce_widths, gpu_count_id
 from harness.jobs.registry import NOT_COLLECTED
+from harness.kinds.interconnect.params import allreduce_params
 from harness.kinds.interconnect.runner import InterconnectRuns
 from harness.kinds.interconnect.report import interconnect_section
 
@@ -26,4 +27,5 @@ def _allreduce(need: Requirement) -> list[str]:
 TOPOLOGY = Job(name="topology", tests=("test_topology",), level="quick", required=_topology,
                missing_hint=NOT_COLLECTED.format(test="test_topology"), section=SECTION, runner=InterconnectRuns)
 ALLREDUCE = Job(name="all-reduce", tests=("test_allreduce_bus_bandwidth",), level="standard", required=_allreduce,
-                narrowed_by_matrix=True, section=SECTION, runner=InterconnectRuns, report=interconnect_section)
+                narrowed_by_matrix=True, section=SECTION, runner=InterconnectRuns, report=interconnect_section,
+                params={"allreduce_gpus": lambda session: allreduce_params(session.ctx)})

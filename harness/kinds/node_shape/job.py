@@ -15,4 +15,5 @@ def _node_shape(need: Requirement) -> list[str]:
 
 
 NODE_SHAPE = Job(name="node shape", tests=("test_node_shape",), level="quick", required=_node_shape,
-                 missing_hint=NOT_COLLECTED.format(test="test_node_shape"), section=SECTION, runner=NodeShapeRuns)
+                 missing_hint=NOT_COLLECTED.format(test="test_node_shape"), section=SECTION, runner=NodeShapeRuns,
+                 order="first")

@@ -1,0 +1,22 @@
+"""The GPU-state kind's declaration: one test per GPU the node should have (per node and GPU in a multi-node
+session), at the quick level, run last (its end snapshot follows all the session's load); no runner of its own:
+the session's GPU-state service judges it (harness/plugin/gpu_state.py)."""
+
+from __future__ import annotations
+
+from harness.jobs.job import Job, Requirement, node_gpu_id, gpu_id
+from harness.kinds.gpu_state.params import GPU_STATE_FIXTURE, gpu_state_params
+
+
+def _gpu_state(need: Requirement) -> list[str]:
+    gpus = range(need.expected_gpus)
+    if not need.on_gpus:
+        return []
+    if not need.nodes:
+        return [f"test_gpu_state[{gpu_id(index)}]" for index in gpus]
+    return [f"test_gpu_state[{node_gpu_id(node, index)}]" for node in need.nodes for index in gpus]
+
+
+GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
+                missing_hint=" (a GPU the node should have is not visible)", order="last",
+                params={GPU_STATE_FIXTURE: lambda session: gpu_state_params(session.ctx, session.gpu_state.remote)})
