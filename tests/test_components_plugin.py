@@ -114,6 +114,29 @@ def test_contradictory_levels_are_usage_errors(suite, args, message):
     result.stderr.fnmatch_lines([message])
 
 
+SITE_PARAMS_JOB = """
+from harness.jobs.job import Job
+
+def pytest_harness_jobs(config):
+    return [Job(name="site disks", tests=("test_disk",), level="quick", order="first",
+                required=lambda need: ["test_disk[nvme0]", "test_disk[nvme1]"],
+                params={"disk": lambda session: ["nvme0", "nvme1"]}),
+            Job(name="site check", tests=("test_site_check",), level="quick", required=lambda need: [])]
+"""
+
+
+def test_a_sites_job_parametrizes_its_own_fixture_and_runs_where_its_order_says(suite, pytester):
+    """Job.params and Job.order, as a site declares them: the plugin parametrizes the fixture the job names
+    (``disk``) and ``order="first"`` puts the site's tests before the node's other
+    tests whatever the file order."""
+    run, _ = suite
+    pytester.makeconftest(SITE_PARAMS_JOB)
+    pytester.makepyfile(test_zz_disks="def test_disk(harness, disk):\n    assert disk.startswith('nvme')\n")
+    result = run("--collect-only", "-q", "-k", "not memory and not host and not peer")
+    collected = [line.split("::")[1] for line in result.outlines if "::" in line]
+    assert collected[:2] == ["test_disk[nvme0]", "test_disk[nvme1]"] and "test_gemm[cpu0]" in collected
+
+
 def test_a_test_no_kind_of_job_owns_is_refused_naming_the_way_out(suite):
     """Its requirement could not be known: a skip of it would pass unseen."""
     run, _ = suite  # no conftest: test_site.py's test belongs to no job
