@@ -14,8 +14,6 @@ from harness.profile.bounds import Profile
 LEVELS = ("quick", "standard", "long")
 """Run levels (``--level``), like DCGM's: quick = the node, GPU state, components and topology (a Slurm
 prolog); standard adds the DDP matrix and the all-reduce (the sign-off); long adds the soak."""
-CPU_RANK_ID = "cpu0"
-"""The one CPU rank of a CPU profile's component tests."""
 
 
 def level_rank(level: str) -> int:

@@ -5,8 +5,8 @@ report's per-GPU table (harness/report/sections/gpus.py) shows its figures besid
 
 from __future__ import annotations
 
-from harness.jobs.job import CPU_RANK_ID, Job, Requirement, gpu_id, pair_id
-from harness.kinds.components.params import gpu_params, pair_params
+from harness.jobs.job import Job, Requirement, gpu_id, pair_id
+from harness.kinds.components.params import CPU_RANK_ID, gpu_params, pair_params
 from harness.kinds.components.runner import ComponentRuns
 
 SECTION = "components"

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.jobs.job import CPU_RANK_ID, gpu_id, pair_id
+from harness.jobs.job import gpu_id, pair_id
 from harness.plugin.cases import NO_GPU
 from harness.plugin.context import SessionContext
 
+CPU_RANK_ID = "cpu0"
+"""The one CPU rank of a CPU profile's component tests: their test id, for the parameters and the job's required
+names alike."""
 
 def gpu_params(ctx: SessionContext) -> list:
     """One test id per GPU of the component tests (``gpu0``...), or ``cpu0``: the one CPU rank of a CPU profile."""
