@@ -865,3 +865,13 @@ def test_hosts_q_and_r_meet_every_h200_x2_bound(name):
     and each first settled window meets every fitted h200-x2 bound."""
     shipped = load_profile(REPO / "thresholds" / "h200-x2.toml")
     assert len(assert_meets_every_shipped_bound(shipped, H200X2_SETTLE / name)) == 59
+
+
+def test_host_j_after_the_kind_moves_misses_only_a_tail_figure_its_session_re_measured():
+    """Host J (GPU-90db1289, 2026-11-28, in no fit), code after the node-shape, GPU-state and component moves of
+    issue 29: PASS; as the fit reads it only ResNet-152 fp16's step-time CV misses (0.0288 against 0.0278), which
+    its session re-measured and passed ("passed on re-measure, 1 of 3 missed")."""
+    assert _misses(REPO / "docs" / "data" / "2026-11-28-h200x1-after-moves" / "sessions" /
+                   "20261128-165610-vm-h200-x1-539", "h200-x1") == [
+        ("models.resnet152.fp16", "max_step_time_cv", 1, 0.0288)]
+
