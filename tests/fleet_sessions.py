@@ -1,7 +1,9 @@
 """Report directories of made-up GPU nodes for the fleet tests and the docs example.
 
 Schema-valid by construction: the run records are real ``RunRecord``s, the checks come from the
-real verdict code against the shipped h200 profile, the results are the plugin's own
+real verdict code against the h200 profile as shipped before its 4-GPU fit (tests/data/h200-hand-set/h200.toml:
+the shipped one bounds no 8-GPU shape, so it would judge these 8-GPU nodes "not evaluated"), the results are the
+plugin's own
 ``CaseResult.to_dict()`` and the hardware is a real ``Hardware``. Only the measurements are made
 up: each node gets a throughput scale, and one GPU may be made slower than its peers.
 """
@@ -18,10 +20,10 @@ from harness.cases import CaseId
 from harness.checks import verdict
 from harness.node.hardware import GpuInfo, Hardware
 from harness.plugin.results import CaseResult
-from harness.profile.load import default_thresholds_dir, load_profiles
+from harness.profile.load import load_profile
 from harness.records import RankStats, RunRecord, StepTimeStats, Straggler, Versions
 
-PROFILE = next(p for p in load_profiles(default_thresholds_dir()) if p.name == "h200")
+PROFILE = load_profile(Path(__file__).resolve().parent / "data" / "h200-hand-set" / "h200.toml")
 MODEL, PRECISION = "resnet50", "bf16"
 ONE_GPU_IMAGES_PER_S = 4640.7
 """The h200 profile's measured 1-GPU figure for resnet50 bf16 (its bound is 0.90 of it)."""

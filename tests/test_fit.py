@@ -25,8 +25,9 @@ from harness.tools.calibrate.sessions import Figure, Session, read_session
 from test_records import full_record
 
 REPO = Path(__file__).resolve().parent.parent
-TOY = REPO / "tests" / "data" / "toy.toml"
-"""A profile of hand-set bounds for 1-8 GPUs (the h200 profile before its fit) that the made-up sessions fit into."""
+HAND_SET = REPO / "tests" / "data" / "h200-hand-set" / "h200.toml"
+"""A profile of hand-set bounds for 1-8 GPUs (the h200 profile before its fit) that the made-up sessions fit into,
+named "toy"."""
 DATA = REPO / "docs" / "data" / "2026-11-27-h100x4-calibration"
 
 
@@ -214,7 +215,7 @@ def test_a_damaged_file_of_a_session_is_refused_naming_it_never_a_traceback(tmp_
 
 def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_hosts, tmp_path):
     profile = tmp_path / "toy.toml"
-    profile.write_text(TOY.read_text())
+    profile.write_text(HAND_SET.read_text().replace('name = "h200"', 'name = "toy"'))
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
                             assume_training_definition=None, leave_out="", source="")
@@ -232,7 +233,7 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
 
 def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
-    profile.write_text(TOY.read_text())
+    profile.write_text(HAND_SET.read_text().replace('name = "h200"', 'name = "toy"'))
     before = load_profile(profile).bounds("resnet50", "bf16")
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
@@ -252,7 +253,7 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
 
 def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_table(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
-    profile.write_text(TOY.read_text())
+    profile.write_text(HAND_SET.read_text().replace('name = "h200"', 'name = "toy"'))
     components_source = load_profile(profile).components.source
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
@@ -281,7 +282,7 @@ def test_a_refit_replaces_a_note_an_author_extended_over_several_lines_and_keeps
     """h100-80gb.toml's note runs over three comment lines (two fits in one profile): a refit left the second and
     third under its own note (2026-11-27)."""
     profile = tmp_path / "toy.toml"
-    text = TOY.read_text().rstrip()
+    text = HAND_SET.read_text().replace('name = "h200"', 'name = "toy"').rstrip()
     profile.write_text(text + "\n# Bounds written as { ref, tol, hosts, runs, spread } were fitted by hand: the\n"
                               "# training bounds from two fits,\n# the all-reduce from a third.\n")
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,

@@ -4,7 +4,8 @@ history.html (a GPU's history). The fleet page itself (about 370 KiB) is not kep
     .venv/bin/python docs/examples/fleet/build.py       # needs chromium on PATH for the PNG
 
 The nodes are MADE UP (tests/fleet_sessions.py): twelve 8 x H200 nodes whose run records, checks
-and results come from the harness's own code against the shipped h200 profile, with invented
+and results come from the harness's own code against the h200 profile as shipped before its 4-GPU fit
+(tests/data/h200-hand-set/h200.toml: hand-set bounds for 1-8 GPUs; the shipped one bounds no 8-GPU node), with invented
 measurements: gpu-node04's GPU 3 computes 4 % slower than its peers (every bound still met) and
 gpu-node05 runs 15 % below the profile's measured throughput (it fails). gpu-node04 was signed
 off twice before, when its GPU 3 was as fast as the others: its history shows the drift.
