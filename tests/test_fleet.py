@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import gzip
 import json
 import math
 import re
@@ -458,3 +459,18 @@ def test_fleet_and_history_show_the_checks_own_efficiency_never_a_recomputed_one
     history = node_history([read_session(d) for d in run_dirs], "gpu-node01")
     (trend,) = [t for t in history if t.key == "weak_efficiency"]
     assert [p.value for p in trend.points] == [recorded["gpu-node01"]]
+
+
+def test_a_1_gpu_case_on_every_gpu_at_once_gives_each_gpu_its_own_rate():
+    """A 4 x H200 default session's ResNet-50 bf16 1-GPU case ran on all four GPUs at once (docs/data/2026-11-28-
+    h200x4-held-out): the fleet takes each GPU's own rate under its own UUID. It took the four GPUs' median and put it
+    on GPU 0, so a slow GPU of such a node could never stand out of the fleet."""
+    from harness.fleet.collect import gpu_figures
+
+    packed = (Path(__file__).resolve().parent.parent / "docs" / "data" / "2026-11-28-h200x4-held-out" / "sessions" /
+              "20261128-162426-vm-h200-958" / "runs" / "resnet50-bf16-weak-1gpu.json.gz")
+    record = json.loads(gzip.decompress(packed.read_bytes()))
+    alone = [f for f in gpu_figures("resnet50-bf16-weak-1gpu", record, "vm") if f.key == "throughput_alone"]
+    assert [(f.gpu_index, f.gpu_uuid, f.value) for f in alone] == [
+        (rank["gpu_index"], rank["gpu_uuid"], rank["throughput"]) for rank in record["per_rank"]]
+    assert len({f.gpu_uuid for f in alone}) == 4

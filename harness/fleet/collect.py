@@ -131,9 +131,10 @@ def _container(value: Any) -> str | None:
 def gpu_figures(case_key: str, record: dict, node: str) -> list[GpuFigure]:
     """Each GPU's own figures in one run: what can single out one slow GPU among its peers.
 
-    A 1-GPU run's throughput is that GPU's. In a wider run every rank waits for the slowest at
-    each all-reduce, so the synchronised throughput hides a slow GPU; its own speed is the
-    straggler probe's step time without the all-reduce (``compute_step_ms``).
+    A 1-GPU run's throughput is that GPU's; a 1-GPU case run on every GPU at once (``independent``) has each
+    GPU's own rate in its rank (the record's figure is their median, no one GPU's). In a wider run every rank
+    waits for the slowest at each all-reduce, so the synchronised throughput hides a slow GPU; its own speed is
+    the straggler probe's step time without the all-reduce (``compute_step_ms``).
     """
     if record.get("status") != "ok":
         return []
@@ -143,8 +144,9 @@ def gpu_figures(case_key: str, record: dict, node: str) -> list[GpuFigure]:
     common: dict[str, Any] = {"case_key": case_key, "unit": unit, "direction": "higher"}
     alone = as_number(record.get("throughput_per_gpu"))
     if as_int(record.get("world_size")) == 1 and ranks and alone:
-        figures.append(GpuFigure(key="throughput_alone", name="throughput alone", value=alone,
-                                 **common, **_where(ranks[0], node)))
+        own = [(rank, as_number(rank.get("throughput"))) for rank in ranks] if len(ranks) > 1 else [(ranks[0], alone)]
+        figures += [GpuFigure(key="throughput_alone", name="throughput alone", value=value, **common,
+                              **_where(rank, node)) for rank, value in own if value]
     batch = as_number(record.get("batch_size_per_gpu"))
     if as_int(record.get("world_size")) != 1 and batch:
         for rank in ranks:
