@@ -14,6 +14,7 @@ CPU_RANK_ID = "cpu0"
 """The one CPU rank of a CPU profile's component tests: their test id, for the parameters and the job's required
 names alike."""
 
+
 def gpu_params(ctx: SessionContext) -> list:
     """One test id per GPU of the component tests (``gpu0``...), or ``cpu0``: the one CPU rank of a CPU profile."""
     if ctx.device != "cuda":

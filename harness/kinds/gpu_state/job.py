@@ -4,7 +4,7 @@ the session's GPU-state service judges it (harness/plugin/gpu_state.py)."""
 
 from __future__ import annotations
 
-from harness.jobs.job import Job, Requirement, node_gpu_id, gpu_id
+from harness.jobs.job import Job, Requirement, gpu_id, node_gpu_id
 from harness.kinds.gpu_state.params import GPU_STATE_FIXTURE, gpu_state_params
 
 
