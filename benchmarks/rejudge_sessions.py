@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.checks import confirm  # noqa: E402
-from harness.checks.verdict import strong_scaling_checks, weak_scaling_checks  # noqa: E402
+from harness.kinds.ddp_scaling.checks import strong_scaling_checks, weak_scaling_checks  # noqa: E402
 from harness.profile.load import ThresholdError, load_profile  # noqa: E402
 from harness.run_directory import RunDirectoryError, read_run_directory, run_record  # noqa: E402
 from harness.tools.calibrate.sessions import first_attempts, reference_of, references_of  # noqa: E402

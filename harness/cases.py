@@ -77,7 +77,8 @@ class CaseId:
 def remeasure_label(case_label: str, attempt: int, *, reference_for_gpus: int | None = None) -> str:
     """The run label of re-measure ``attempt`` of a case (``<case>-confirmN``), or of the 1-GPU reference measured with
     it for a case of ``reference_for_gpus`` GPUs (``<reference case>-confirmN-for-Ggpu``). Written by the launcher
-    (harness/plugin/launching.py), read back by ``remeasure_of``: a fit pairs each re-measure with its reference."""
+    (harness/kinds/ddp_scaling/launcher.py), read back by ``remeasure_of``: a fit pairs each re-measure with its
+    reference."""
     label = f"{case_label}-confirm{attempt}"
     return label if reference_for_gpus is None else f"{label}-for-{reference_for_gpus}gpu"
 

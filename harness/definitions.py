@@ -53,9 +53,9 @@ DEFINITIONS: dict[str, Definition] = {
                 "cap; every figure over the slowest rank's busy seconds (CUDA events per step, summed); a 5-pass "
                 "straggler probe",
         sources=("harness/workloads/ddp_cases.py", "harness/workloads/window.py", "harness/workloads/ddp_record.py",
-                 "harness/workloads/recipe.py", "harness/workloads/stats.py", "harness/plugin/launching.py",
+                 "harness/workloads/recipe.py", "harness/workloads/stats.py", "harness/kinds/ddp_scaling/launcher.py",
                  "harness/launch/group.py"),
-        # Re-measures of one attempt share a launch (plugin/confirming.py): a case's first figure is measured
+        # Re-measures of one attempt share a launch (kinds/ddp_scaling/confirming.py): a case's first figure is measured
         # as before, and a re-measure now in the launch layout above instead of a launch of its own (then each
         # case's runs planned once, not twice: same launch). Then (issue 28) the session's launch holds after its
         # planned cases and runs the re-measures there as follow-ons (launch/group.py, ddp_cases.follow_on): the
@@ -69,7 +69,10 @@ DEFINITIONS: dict[str, Definition] = {
         # Then a refactor only: a follow-on's wait is workloads/plan.py's wait_for_plan, shared with the early start.
         # Then a refactor only: a re-measure's run label spelt by harness/cases.py remeasure_label (the same labels),
         # which the fit reads back with remeasure_of.
-        fingerprint="7208004b5eeb49c3"),
+        # Then a refactor only (issue 29 item 2): plugin/launching.py moved to the DDP scaling kind's folder as
+        # kinds/ddp_scaling/launcher.py; the code is the same statement for statement (7208004b5eeb49c3 with the old
+        # path).
+        fingerprint="a27bf123c57a8961"),
     "components": Definition(
         family="components", id="2026-11-24",
         summary="one launch on every GPU at once: 8192^3 GEMM settled under the power cap (3 s warm-up, 3 s of "

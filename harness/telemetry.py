@@ -18,7 +18,7 @@ every sample.
 
 Where NVML is absent (a CPU run, no driver) or the sampler is switched off
 (``HARNESS_TELEMETRY=0``), the summary says ``unavailable`` or ``disabled`` with the reason, and
-the checks that need it are reported as not evaluated, never as passed (harness/checks/verdict.py).
+the checks that need it are reported as not evaluated, never as passed (harness/kinds/ddp_scaling/checks.py).
 """
 
 from __future__ import annotations

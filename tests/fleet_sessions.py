@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cases import CaseId
-from harness.checks import verdict
+from harness.kinds.ddp_scaling import checks as scaling_checks
 from harness.node.hardware import GpuInfo, Hardware
 from harness.plugin.results import CaseResult
 from harness.profile.load import load_profile
@@ -108,7 +108,7 @@ def _results(plan: NodePlan) -> dict[str, dict]:
     for world in (1, plan.gpus):
         record = one if world == 1 else _record(plan, world, rng)
         case = CaseId(model=MODEL, precision=PRECISION, gpus=world)
-        checks = verdict.weak_scaling_checks(record, one if world > 1 else None, bounds, telemetry_note="none")
+        checks = scaling_checks.weak_scaling_checks(record, one if world > 1 else None, bounds, telemetry_note="none")
         result = CaseResult(case=case, record=record, checks=checks,
                             baseline_run_id=one.run_id if world > 1 else None,
                             context=f"h200, {MODEL} {PRECISION}, {world} GPUs", log_dir=Path("logs") / case.key)

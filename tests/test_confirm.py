@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.checks import confirm
-from harness.checks.verdict import weak_scaling_checks
+from harness.kinds.ddp_scaling.checks import weak_scaling_checks
 from harness.profile.bounds import CaseBounds
 
 from test_records import full_record
@@ -124,7 +124,7 @@ def test_a_multi_node_case_is_re_measured_in_a_launch_of_its_own_after_its_refer
     from types import SimpleNamespace
 
     from harness.cases import CaseId
-    from harness.plugin.launching import CaseLauncher
+    from harness.kinds.ddp_scaling.launcher import CaseLauncher
 
     launcher = CaseLauncher(ctx=None)  # type: ignore[arg-type] - only spec_for and run_launch are used
     launcher.spec_for = lambda case, gpus=None: SimpleNamespace(  # type: ignore[method-assign]
@@ -182,7 +182,7 @@ def fake_launcher(launches: list[list[str]]):
     named by each label."""
     from types import SimpleNamespace
 
-    from harness.plugin.launching import CaseLauncher
+    from harness.kinds.ddp_scaling.launcher import CaseLauncher
 
     launcher = CaseLauncher(ctx=None)  # type: ignore[arg-type] - only spec_for and run_launch are used
     launcher.spec_for = lambda case, gpus=None: SimpleNamespace(  # type: ignore[method-assign]
@@ -223,7 +223,7 @@ def test_a_case_in_doubt_takes_every_planned_case_that_will_need_the_same_attemp
     a case already judged, or a clear one, does not. Each later test finds its attempt measured; a second
     attempt holds only the cases whose first two attempts disagree."""
     from harness.cases import CaseId
-    from harness.plugin.confirming import Confirmations
+    from harness.kinds.ddp_scaling.confirming import Confirmations
 
     launches: list[list[str]] = []
     launcher = fake_launcher(launches)
@@ -305,7 +305,7 @@ def test_a_holding_launch_is_handed_each_attempt_of_every_case_in_doubt_then_not
     from the records it just wrote, lowest attempt first, each case after its reference. Its tests then find
     every attempt measured (no launch of their own); a case whose test already judged it is never handed."""
     from harness.cases import CaseId
-    from harness.plugin.confirming import Confirmations
+    from harness.kinds.ddp_scaling.confirming import Confirmations
 
     launches: list[list[str]] = []
     launcher = fake_launcher(launches)

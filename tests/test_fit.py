@@ -502,7 +502,7 @@ def _first_attempts_judged(run_dir: Path) -> tuple[int, int, list[tuple[str, str
     """(cases, efficiencies judged, misses) of a session's first attempts -- the records it wrote and those a cut
     launch left in its case directories -- judged by today's checks against the shipped h100-80gb profile; each
     miss (case, check, measured)."""
-    from harness.checks.verdict import weak_scaling_checks
+    from harness.kinds.ddp_scaling.checks import weak_scaling_checks
     from harness.run_directory import read_run_directory, run_record
     from harness.tools.calibrate.sessions import first_attempts, reference_of, references_of
 
@@ -556,7 +556,7 @@ def test_a_healthy_pair_whose_gpus_differ_by_a_percent_fails_no_straggler_bound_
 def test_a_node_of_2_gpus_is_judged_by_its_own_shape_where_the_4_gpu_fit_judged_nothing():
     """The x2 sessions' efficiencies: not evaluated against h100-80gb (its 1-GPU reference ran on 4 GPUs at once),
     judged against h100-80gb-x2 (node_gpus = 2)."""
-    from harness.checks.verdict import weak_scaling_checks
+    from harness.kinds.ddp_scaling.checks import weak_scaling_checks
     from harness.run_directory import read_run_directory, run_record
 
     records = [run_record(r.data) for r in read_run_directory(X2 / "20261127-153202-vm-h100-80gb-634").records]

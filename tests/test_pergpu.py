@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks.repeats import combine
-from harness.checks.verdict import weak_scaling_checks
+from harness.kinds.ddp_scaling.checks import weak_scaling_checks
 from harness.launch.benchmark import run_benchmark
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.profile.bounds import CaseBounds

@@ -22,7 +22,7 @@ PROFILE = cpu_test_profile(defaults="max_step_time_cv = {{ 1 = 0.5, 2 = 0.5 }}\n
 
 TEST_FILE = """
 def test_weak_scaling(harness, weak_case):
-    result = harness.run(weak_case)
+    result = harness.keep(harness.runner("scaling").run(weak_case))
     harness.assert_passed(result)
 """
 

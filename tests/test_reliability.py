@@ -97,7 +97,7 @@ def test_only_the_gpus_a_case_uses_are_checked():
 
 def test_refused_launch_is_a_failed_record_naming_the_gpu():
     from harness.node.processes import GpuProcess
-    from harness.plugin.launching import refused_record
+    from harness.kinds.ddp_scaling.launcher import refused_record
 
     busy = [GpuProcess(gpu_index=1, gpu_uuid="GPU-1", pid=4242, name="python3", used_memory_mib=1000.0)]
     record = refused_record(SPEC, "run-1", busy)

@@ -35,7 +35,7 @@ FAILED_NODE = "test_scaling.py::test_weak_scaling[resnet152-bf16-4gpu]"
 SLOW_NODE = "test_scaling.py::test_weak_scaling[vit_b_16-fp16-2gpu]"
 CHECK_KEYS = {"per-GPU throughput": "throughput_per_gpu", "weak-scaling efficiency": "weak_efficiency",
               "strong-scaling efficiency": "strong_efficiency", "mean GPU utilization": "gpu_utilization"}
-"""The explicit keys of harness.checks.verdict; any other check's key is the slug of its name."""
+"""The explicit keys of harness.kinds.ddp_scaling.checks; any other check's key is the slug of its name."""
 
 
 # --- run directories in the plugin↔report data contract ----------------------------------------

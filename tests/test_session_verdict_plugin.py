@@ -29,7 +29,7 @@ PROFILE = cpu_test_profile(case="min_samples_per_sec_per_gpu = {{ 1 = {min_tp}, 
 
 TEST_FILE = """
 def test_weak_scaling(harness, weak_case):
-    result = harness.run(weak_case)
+    result = harness.keep(harness.runner("scaling").run(weak_case))
     harness.assert_passed(result)
 """
 

@@ -14,9 +14,9 @@ import pynvml
 import pytest
 
 from harness import telemetry
-from harness.checks import verdict
+from harness.kinds.ddp_scaling import checks as scaling_checks
 from harness.checks.telemetry_checks import telemetry_checks
-from harness.checks.verdict import weak_scaling_checks
+from harness.kinds.ddp_scaling.checks import weak_scaling_checks
 from harness.launch import benchmark as launch
 from harness.records import RunRecord
 from harness.telemetry import Sampler, Timeline, sampler_for, window_state
@@ -353,5 +353,5 @@ def test_the_sampler_follows_a_real_measured_window_and_its_summary_lands_in_the
     assert window == pytest.approx(record.measure_s, abs=0.5)
     assert tele["window"]["samples"] >= 5
     assert tele["window"]["samples"] <= window / 0.05 + 3
-    assert "mean GPU utilization" in {c.name for c in verdict.health_checks(
+    assert "mean GPU utilization" in {c.name for c in scaling_checks.health_checks(
         record, BOUNDS, telemetry_note="n/a")}

@@ -9,7 +9,7 @@ from harness.profile.bounds import CaseBounds
 from harness.checks.straggler import name_straggler
 from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
-from harness.checks.verdict import failed_checks, strong_scaling_checks, weak_scaling_checks
+from harness.kinds.ddp_scaling.checks import failed_checks, strong_scaling_checks, weak_scaling_checks
 from harness.results.location import Location
 from test_records import full_record
 

@@ -1,7 +1,7 @@
 """Throttling and foreign processes on another node of a multi-node session, over the session.
 
 The driver's own GPUs are judged per case, by the telemetry of each measured window
-(harness/checks/verdict.py: ``throttling``, ``foreign_processes``). A GPU of another node has no
+(harness/kinds/ddp_scaling/checks.py: ``throttling``, ``foreign_processes``). A GPU of another node has no
 sampler; the probe there reads it once a second for the whole session (harness/node/load_watch.py),
 and its GPU-state test carries the same two rules under the same keys:
 

@@ -1,7 +1,7 @@
 """The straggler probe's slowest and fastest GPU on the ``straggler_ratio`` check. Pure.
 
 The check itself (the ratio against the profile's bound) is made with the case's other health checks
-(harness/checks/verdict.py); this names where the ratio came from, in the note and as locations.
+(harness/kinds/ddp_scaling/checks.py); this names where the ratio came from, in the note and as locations.
 """
 
 from __future__ import annotations

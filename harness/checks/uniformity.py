@@ -1,6 +1,6 @@
 """Each GPU's own rate in a run record, and how it stands against the node's median. Pure.
 
-The verdict (harness/checks/verdict.py) judges throughput per GPU, the slowest GPU named, and the
+The verdict (harness/kinds/ddp_scaling/checks.py) judges throughput per GPU, the slowest GPU named, and the
 node's uniformity on the independent 1-GPU run (every GPU training its own model at once): each
 GPU's rate over the median GPU's on the same work. A mean would hide one slow GPU among eight;
 the median is the node's healthy majority, which one slow GPU cannot pull down.

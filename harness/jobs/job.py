@@ -7,7 +7,7 @@ and the verdict's required set alike: a mismatch between the two would make a re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 from harness.profile.bounds import Profile
 
@@ -71,6 +71,15 @@ class Requirement:
         return [n for n in sorted(set(self.profile.gpu_counts)) if n <= self.expected_gpus]
 
 
+class SessionServices(Protocol):
+    """What the session offers every kind's runner besides its context: its GPU-state watch (harness/plugin/
+    gpu_state.py), which reads every GPU from the session's start to its end, so a kind names in its result what
+    its window saw besides its own checks (a foreign process, a clock-event reason, an XID)."""
+
+    def seen_in_window(self, telemetry: Any) -> list[str]:
+        """One line per thing a launch's window saw besides its own figures; [] when nothing was."""
+
+
 class KindRunner:
     """What the session asks of a kind's runner, whatever the kind: the session holds one per ``Job.section``,
     built by the job's ``runner`` at its start, and reaches the kind only through these (its tests reach the rest
@@ -78,6 +87,9 @@ class KindRunner:
 
     def connect(self, say: Callable[[str], None]) -> None:
         """Where the runner's progress lines go while it runs (the session's terminal)."""
+
+    def attach(self, services: SessionServices) -> None:
+        """The session's services (``SessionServices``), handed over once the session holds them."""
 
     def start_early(self, items: Sequence[Any]) -> None:
         """Start what can start before its test runs (the collected pytest items say what will run)."""
@@ -120,8 +132,7 @@ class Job:
     """Its runner's key in session.json (``interconnect``); jobs naming one section share one runner."""
     runner: Callable[..., KindRunner] | None = None
     """Builds that runner when the session starts, called as ``runner(ctx=...)`` with the session's context
-    (harness/plugin/context.SessionContext). Jobs without one are run by the session's own parts (the DDP cases,
-    GPU state)."""
+    (harness/plugin/context.SessionContext). Jobs without one are run by the session's own parts (GPU state)."""
     params: Mapping[str, Callable[[Any], list[Any]]] = field(default_factory=dict)
     """Its tests' parametrized fixtures: fixture name -> the session's parameters of it, called with the session
     (harness/plugin/session.HarnessSession; typed loosely: this floor knows no session). The plugin parametrizes

@@ -1,9 +1,9 @@
-"""The kinds of job the core still declares, and what reads a session's kinds: ``required_tests`` (the session
-verdict's required set), ``job_of`` (a test's level and whether the matrix options narrow it) and
-``with_site_jobs`` (the kinds the ``pytest_harness_jobs`` hook hands in, harness/plugin/hookspecs.py).
+"""What reads a session's kinds of job: ``required_tests`` (the session verdict's required set), ``job_of`` (a
+test's level and whether the matrix options narrow it) and ``with_site_jobs`` (the kinds the
+``pytest_harness_jobs`` hook hands in, harness/plugin/hookspecs.py).
 
-The session's list is assembled above the plugin (harness/kinds/shipped.py: these and the kinds in folders of
-their own, in test order), so nothing here or below names a kind folder. A test no job of the session owns is
+The session's list is assembled above the plugin (harness/kinds/shipped.py: every kind, each in a folder of its
+own, in test order), so nothing here or below names a kind. A test no job of the session owns is
 refused at collection, so its requirement cannot be left out by forgetting a table.
 """
 
@@ -11,37 +11,10 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from harness.cases import SCALINGS, CaseId
 from harness.jobs.job import Job, Requirement, level_rank
 from harness.profile.bounds import Profile
 
 NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
-
-
-def case_required(profile: Profile, case: CaseId, native_bf16: str | None) -> bool:
-    """Whether the profile asks for ``case`` at its GPU count: it bounds it, and bf16 runs on this CPU."""
-    bounds = profile.bounds(case.model, case.precision)
-    if bounds is None:
-        return False
-    if case.precision == "bf16" and profile.bf16_needs_native and native_bf16 is None:
-        return False
-    return case.scaling == "weak" or (case.gpus > 1 and case.gpus in bounds.min_strong_efficiency)
-
-
-def _ddp_scaling(need: Requirement) -> list[str]:
-    profile = need.profile
-    return [f"test_{scaling}_scaling[{case.test_param}]"
-            for scaling in SCALINGS for count in need.gpu_counts for model in profile.models
-            for precision in profile.precisions
-            for case in (CaseId(model=model, precision=precision, gpus=count, scaling=scaling),)
-            if case_required(profile, case, need.native_bf16)]
-
-
-DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
-                  required=_ddp_scaling, narrowed_by_matrix=True)
-
-CORE_JOBS: tuple[Job, ...] = (DDP_SCALING,)
-"""The kinds of job not yet in a folder of their own under harness/kinds/: this floor knows no runner."""
 
 
 def function_of(test_name: str) -> str:

@@ -2,8 +2,7 @@
 the plugin and the report, which import none of them (issue 29).
 
 The plugin registers this module as a pytest plugin by name (harness/plugin/levels.py ``SHIPPED_KINDS``): its
-``pytest_harness_jobs`` hands the list in first, as a site's conftest hands in its own after it. The kinds not
-yet in a folder of their own come from harness/jobs/registry.py.
+``pytest_harness_jobs`` hands the list in first, as a site's conftest hands in its own after it.
 ``harness report`` (harness/cli.py) renders a run directory with ``report_sections()``.
 """
 
@@ -14,8 +13,8 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from harness.jobs.job import Job
-from harness.jobs.registry import DDP_SCALING
 from harness.kinds.components.job import COMPONENTS
+from harness.kinds.ddp_scaling.job import DDP_SCALING
 from harness.kinds.gpu_state.job import GPU_STATE
 from harness.kinds.interconnect.job import ALLREDUCE, TOPOLOGY
 from harness.kinds.node_shape.job import NODE_SHAPE

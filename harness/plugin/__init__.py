@@ -8,21 +8,20 @@ ini file (acceptance/pytest.ini sets it). Then, before any test runs, it reads t
 
 This module holds only the hooks and the ``harness`` fixture; the session lives in
 ``config.stash``. The rest of the plugin, one concept per module: options, context (what the session
-knows from its start), cases (the parameters), specs (what is launched), launching (grouped
-launches, repeats, baselines), results (what a test hands to the report), outputs (report.json, junit.xml,
-session.json, report.html), rundir, provenance. Every kind's runner is reached through ``Job.runner``; the
-components', the interconnect's and the soak's are in harness/kinds/.
+knows from its start), cases (what the kinds' parameters share), specs (what is launched), results (what a
+test hands to the report), outputs (report.json, junit.xml, session.json, report.html), rundir, provenance.
+Every kind's runner and parameters are reached through its ``Job`` (harness/kinds/: the node shape, GPU state,
+components, interconnect, DDP scaling and soak).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from harness.cases import SCALINGS
 from harness.launch import heartbeat, prestart, supervise
 from harness.launch.supervise import stop_on_sigterm
 from harness.plugin import hookspecs, levels
-from harness.plugin.cases import NOT_AN_ACCEPTANCE_SESSION, no_cases_param, planned_cases, scaling_params
+from harness.plugin.cases import NOT_AN_ACCEPTANCE_SESSION
 from harness.plugin.fixture import HarnessTest
 from harness.plugin.options import (add_options, add_short_options, ini_declares_acceptance, parse_options,
                                     refuse_cache_options)
@@ -83,7 +82,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(progress, "harness-progress")
         for runner in session.runners.values():
             runner.connect(progress.say)
-        session.confirmations.say = progress.say
         heartbeat.SINK = progress.say  # a line per launch every 20 s, through pytest's terminal
         session.gpu_state.start()
     # Slurm sends SIGTERM at the time limit: make it an interrupt, so the launcher kills the
@@ -116,24 +114,13 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every kind's fixtures are its job's to declare (``Job.params``): the plugin names none of them."""
     session = metafunc.config.stash.get(SESSION_KEY, None)
     not_acceptance = [pytest.param(None, marks=pytest.mark.skip(reason=NOT_AN_ACCEPTANCE_SESSION))]
-    for scaling in SCALINGS:
-        fixture = f"{scaling}_case"
-        if fixture in metafunc.fixturenames:
-            if session is None:
-                metafunc.parametrize(fixture, not_acceptance)
-            else:
-                remote = session.gpu_state.remote
-                params = scaling_params(session.ctx, scaling, remote.gpu_counts() if remote is not None else None)
-                metafunc.parametrize(fixture, params or [no_cases_param(
-                    f"profile {session.profile.name} has no {scaling}-scaling cases for this selection")])
-    # Every other kind's fixtures are its job's to declare (Job.params): the plugin names none of them.
     for job in levels.session_jobs(metafunc.config):
         for fixture, make in job.params.items():
             if fixture in metafunc.fixturenames:
                 metafunc.parametrize(fixture, not_acceptance if session is None else make(session))
-
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -147,15 +134,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Remember which scaling cases will run, so a launch can take the others of its GPU count along; start the
-    all-reduce and training launches (harness/launch/prestart.py)."""
+    """Tell each kind's runner what will run, so that its launches start early (harness/launch/prestart.py): the
+    all-reduce's and the training's start-ups run while the component launch measures."""
     harness_session = session.config.stash.get(SESSION_KEY, None)
-    if harness_session is not None:
-        harness_session.cases.planned.extend(planned_cases(session.items))
-        if not session.config.option.collectonly:  # their start-ups run while the component launch measures
-            for runner in harness_session.runners.values():
-                runner.start_early(session.items)
-            harness_session.cases.start_early()
+    if harness_session is not None and not session.config.option.collectonly:
+        for runner in harness_session.runners.values():
+            runner.start_early(session.items)
 
 
 @pytest.fixture

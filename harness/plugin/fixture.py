@@ -1,6 +1,6 @@
 """What an acceptance test gets as its ``harness`` fixture: the session, bound to this test.
 
-The tests in acceptance/ stay short: ``result = harness.run(case)`` then
+The tests in acceptance/ stay short: ``result = harness.keep(harness.runner("scaling").run(case))`` then
 ``harness.assert_passed(result)``. Each result is kept for report.json (through the item's stash)
 and for session.json (in the session, by node id).
 """
@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from typing import Any
+from typing import Any, TypeVar
 
-from harness.cases import CaseId
 from harness.plugin.options import HarnessOptions
 from harness.plugin.remote_gpu_state import NodeGpu
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.session import HarnessSession
 from harness.profile.bounds import Profile
+
+Kept = TypeVar("Kept", CaseResult, CheckedResult)
+"""What a test keeps: a benchmark case's result or a checked measurement's."""
 
 RESULT_KEY = pytest.StashKey["CaseResult | CheckedResult"]()
 
@@ -35,9 +37,6 @@ class HarnessTest:
         """What the command line asked (e.g. ``options.soak_duration_s``), parsed once per session."""
         return self.session.ctx.options
 
-    def run(self, case: CaseId) -> CaseResult:
-        return self._keep(self.session.run(case))
-
     def runner(self, section: str) -> Any:
         """The session's runner of a kind of job, by its section (``Job.section``): how a kind's acceptance test
         reaches its runner, the harness's (``harness.runner("interconnect").run_allreduce(gpus)``) and a site's
@@ -53,7 +52,7 @@ class HarnessTest:
         node: what the node-shape test judges the other nodes' GPUs by."""
         return self.session.gpu_state.remote
 
-    def keep(self, result: CheckedResult) -> CheckedResult:
+    def keep(self, result: Kept) -> Kept:
         """Keep a result made outside this class for the verdict, report.json and session.json."""
         return self._keep(result)
 

@@ -22,7 +22,7 @@ from harness.cases import CaseId
 from harness.checks.session import SelectedTest, SessionFacts, SessionVerdict, judge_session, unjudged
 from harness.exitcodes import EXIT_NOT_RECORDED
 from harness.files import is_storage_full
-from harness.jobs.registry import case_required, job_of, required_tests
+from harness.jobs.registry import job_of, required_tests
 from harness.plugin.levels import session_jobs
 from harness.plugin.remote_gpu_state import judged_nodes
 from harness.plugin.results import CaseResult
@@ -149,7 +149,7 @@ class SessionOutcomes:
         ctx = self.harness_session.ctx
         case = self.case_of(item.nodeid)
         if case is not None:  # and one the profile would judge: bounded, bf16 runnable here
-            return case.gpus > ctx.available_gpus and case_required(ctx.profile, case, ctx.native_bf16)
+            return case.gpus > ctx.available_gpus and ctx.profile.asks_for(case, ctx.native_bf16)
         gpus = getattr(getattr(item, "callspec", None), "params", {}).get("allreduce_gpus")
         job = job_of(item.name, session_jobs(self.harness_session.config))
         return job is not None and job.narrowed_by_matrix and isinstance(gpus, int) and gpus > ctx.available_gpus

@@ -24,10 +24,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import CaseId
-from harness.checks import confirm, verdict
-from harness.results.check import Check
-from harness.checks.straggler import name_straggler
 from harness.jobs.job import Job, KindRunner
 from harness.launch.cleanup import Orphan, stop_orphans, survey
 from harness.launch.slurm import SlurmAllocation, allocation_from_env
@@ -40,8 +36,6 @@ from harness.results.overrides import FAULT_ENV, Override, expected_settings, fi
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateRunner
-from harness.plugin.confirming import Confirmations
-from harness.plugin.launching import CaseLauncher
 from harness.plugin.options import HarnessOptions, check_run_options
 from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
@@ -49,13 +43,11 @@ from harness.plugin.rundir import make_run_dir, make_run_id
 from harness.run_directory import read_run_directory
 from harness.timeline import budget as time_budget
 from harness.timeline import timeline as session_timeline
-from harness.profile.bounds import CaseBounds, Profile
+from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
 from harness.profile.match import select_profile
 from harness import definitions
-from harness.checks.judged import not_judged
 from harness.profile.stack import compare_stack
-from harness.records import RunRecord
 
 SESSION_KEY = pytest.StashKey["HarnessSession"]()
 
@@ -64,18 +56,15 @@ SESSION_KEY = pytest.StashKey["HarnessSession"]()
 class HarnessSession:
     config: pytest.Config
     ctx: SessionContext
-    cases: CaseLauncher
     gpu_state: GpuStateRunner
     jobs: tuple[Job, ...]
     """The session's kinds of job (harness/plugin/levels.py ``gather_jobs``: harness/kinds/shipped.py's, a
     site's): their runners, and the report's kind sections (``Job.report``)."""
     runners: dict[str, KindRunner] = field(default_factory=dict)
     """Section -> the runner of the kinds of job that write it (``Job.runner``, attached in harness/kinds/): the
-    all-reduce and topology's ``interconnect``, the component tests' ``components`` (a launch that writes no
-    section of its own), the soak's ``soak``, a site's own. The session reaches them only through ``KindRunner``;
-    their tests through ``harness.runner(section)``."""
-    confirmations: Confirmations = field(init=False)
-    """Re-measures of the cases in doubt, one launch per attempt (plugin/confirming.py)."""
+    all-reduce and topology's ``interconnect``, the component tests' ``components`` and the DDP cases' ``scaling``
+    (launches that write no section of their own), the soak's ``soak``, a site's own. The session reaches them only
+    through ``KindRunner``; their tests through ``harness.runner(section)``."""
     results: dict[str, CaseResult | CheckedResult] = field(default_factory=dict)
     """pytest node id -> the result its test produced, in the order the tests ran."""
     collect_only: bool = False
@@ -95,8 +84,11 @@ class HarnessSession:
         for job in jobs:
             if job.runner is not None and job.section is not None and job.section not in runners:
                 runners[job.section] = job.runner(ctx=ctx)
-        return cls(config=config, ctx=ctx, cases=CaseLauncher(ctx=ctx), gpu_state=GpuStateRunner(ctx=ctx),
-                   jobs=tuple(jobs), runners=runners, collect_only=bool(config.option.collectonly))
+        gpu_state = GpuStateRunner(ctx=ctx)
+        for runner in runners.values():
+            runner.attach(gpu_state)
+        return cls(config=config, ctx=ctx, gpu_state=gpu_state, jobs=tuple(jobs), runners=runners,
+                   collect_only=bool(config.option.collectonly))
 
     def runner(self, section: str) -> KindRunner:
         """The runner that writes ``section``; a test of a kind whose job declares none is a bug, said as one."""
@@ -107,68 +99,9 @@ class HarnessSession:
                                "(harness/jobs/job.py)")
         return runner
 
-    def __post_init__(self) -> None:
-        self.confirmations = Confirmations(cases=self.cases, judge=self.judge,
-                                           calibration=self.ctx.options.calibration)
-        self.cases.follow_ons = self.confirmations
-
     @property
     def profile(self) -> Profile:
         return self.ctx.profile
-
-    def bounds_of(self, case: CaseId) -> CaseBounds:
-        """The profile's bounds of ``case``; collection skips a case without any (plugin/cases.py), so none
-        here is a bug, said as one."""
-        bounds = self.profile.bounds(case.model, case.precision)
-        if bounds is None:
-            raise RuntimeError(f"{case.key}: profile {self.profile.name} has no bounds for this case")
-        return bounds
-
-    def run(self, case: CaseId) -> CaseResult:
-        """Launch (or find launched) ``case`` and its baseline; judge it against the profile's bounds."""
-        bounds = self.bounds_of(case)
-        record, baseline = self.cases.record_and_baseline(case)
-        # Judged from here on: no attempt of it is measured ahead any more (its own test asks for them). Not
-        # before the launch that measures it, whose follow-ons re-measure it with the others in doubt.
-        self.confirmations.judged.add(case)
-        checks = self.judge(case, record, baseline)
-        key = confirm.doubted_key(checks, record, baseline, calibration=self.ctx.options.calibration)
-        if key is not None:
-            record, baseline, checks = self.confirmed(case, key, confirm.Attempt(record=record, baseline=baseline,
-                                                                                 checks=checks))
-        return CaseResult(case=case, record=record, checks=checks,
-                          baseline_run_id=baseline.run_id if baseline is not None else None,
-                          context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),
-                          bounds=bounds.to_dict(), bounds_inherited=list(bounds.inherited),
-                          seen_in_window=self.gpu_state.seen_in_window(record.telemetry))
-
-    def judge(self, case: CaseId, record: RunRecord, baseline: RunRecord | None) -> list[Check]:
-        bounds = self.bounds_of(case)
-        rules = verdict.weak_scaling_checks if case.scaling == "weak" else verdict.strong_scaling_checks
-        checks = name_straggler(rules(record, baseline, bounds, telemetry_note=self.ctx.telemetry_note()), record)
-        return not_judged(checks, definitions.mismatch("training", self.profile.definitions))
-
-    def confirmed(self, case: CaseId, key: str, first: confirm.Attempt) -> tuple[RunRecord, RunRecord | None,
-                                                                                  list[Check]]:
-        """A case whose ``key`` check is in doubt, measured again with its reference until two attempts
-        agree or MAX_REMEASURES are spent, and judged on the median attempt (harness/checks/confirm.py)."""
-        attempts = [first]
-        for attempt in range(1, confirm.MAX_REMEASURES + 1):
-            ci = f"CI ±{confirm.noise(first.record, first.baseline):.1%}"
-            self.confirmations.tell(
-                (f"{case.test_param}: its window never settled ({ci})" if key == confirm.WINDOW else
-                 f"{case.test_param}: {key} in doubt ({ci}"
-                 f"{', window never settled' if confirm.unsettled(attempts[-1].record) else ''})")
-                + f": re-measured with its reference ({attempt} of {confirm.MAX_REMEASURES})")
-            record, baseline = self.confirmations.remeasured(case, attempt)
-            checks = self.judge(case, record, baseline)
-            if confirm.direct_failure(checks):
-                return record, baseline, checks  # a run that fails on re-measure is a finding of its own
-            attempts.append(confirm.Attempt(record=record, baseline=baseline, checks=checks))
-            if confirm.settles(attempts, key):
-                break
-        chosen, checks = confirm.decide(attempts, key)
-        return chosen.record, chosen.baseline, checks
 
     def timeline(self) -> dict:
         """Where the session's time went (harness/timeline.py)."""

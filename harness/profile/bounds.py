@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.cases import CaseId
 from harness.profile.kinds import Reference
 
 References = dict[str, dict[int, Reference]]
@@ -278,4 +279,15 @@ class Profile:
     def bounds(self, model: str, precision: str) -> CaseBounds | None:
         """The bounds for ``model`` x ``precision``, or None when the profile has no such case."""
         return self.cases.get((model, precision))
+
+    def asks_for(self, case: CaseId, native_bf16: str | None) -> bool:
+        """Whether this profile requires ``case`` of a node that holds its GPUs: it bounds the case (a strong-scaling
+        one at its GPU count), and bf16 runs here where the profile needs it native (``native_bf16``: the CPU's
+        flag, None without)."""
+        bounds = self.bounds(case.model, case.precision)
+        if bounds is None:
+            return False
+        if case.precision == "bf16" and self.bf16_needs_native and native_bf16 is None:
+            return False
+        return case.scaling == "weak" or (case.gpus > 1 and case.gpus in bounds.min_strong_efficiency)
 

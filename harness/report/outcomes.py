@@ -22,7 +22,7 @@ from harness.results.reading import as_dict, as_list, as_number, as_text
 OUTCOMES = ("passed", "failed", "skipped", "error", "xfailed", "xpassed", "interrupted")
 """pytest's outcomes, and ``interrupted``: the plugin's word for a test cut short (harness/plugin/outcomes.py)."""
 THROUGHPUT_CHECK = "throughput_per_gpu"
-"""Key of the per-GPU throughput check (harness.checks.verdict)."""
+"""Key of the per-GPU throughput check (harness.kinds.ddp_scaling.checks)."""
 
 _STATES = {"passed": "pass", "xpassed": "pass", "failed": "fail", "error": "fail", "skipped": "skip",
            "xfailed": "skip", "interrupted": "skip"}

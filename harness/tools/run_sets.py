@@ -75,7 +75,7 @@ class _Summary:
 
 
 EFFICIENCY_CHECKS = ("weak_efficiency", "strong_efficiency")
-"""The checks whose ``measured`` is the case's scaling efficiency (harness/checks/verdict.py)."""
+"""The checks whose ``measured`` is the case's scaling efficiency (harness/kinds/ddp_scaling/checks.py)."""
 
 
 def load_run_set(path: str | Path) -> RunSet:

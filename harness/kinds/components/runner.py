@@ -1,6 +1,6 @@
 """The component tests' session side: one launch of the component benchmarks, measured once and judged per GPU
 and per ordered pair. The session holds it as the components job's runner (job.py ``COMPONENTS``), and the tests
-reach it as ``harness.runner("components")``; their pytest parameters are the plugin's (harness/plugin/cases.py),
+reach it as ``harness.runner("components")``; their pytest parameters are the job's (params.py),
 which of them run at which level the job's (harness/plugin/levels.py).
 """
 

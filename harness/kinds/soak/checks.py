@@ -1,5 +1,5 @@
 """The soak's checks: it completed with a finite loss; throughput decay against [soak]; temperature,
-throttling and ECC over the whole soak (harness/checks/verdict.py's telemetry checks)."""
+throttling and ECC over the whole soak (harness/kinds/ddp_scaling/checks.py's telemetry checks)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cases import remeasure_of
-from harness.checks import verdict
+from harness.kinds.ddp_scaling import checks as scaling_checks
 from harness.checks.confirm import MAX_REMEASURES, window_settled
 from harness.definitions import current_id
 from harness.profile.bounds import CaseBounds, ComponentBounds
@@ -194,8 +194,8 @@ def _training_figures(attempts: list[FittedAttempt], host: str, session: str) ->
     for attempt in attempts:
         record, baseline = attempt.record, attempt.baseline
         bounds = probe_bounds(record.model, record.precision, record.batch_size_per_gpu)
-        judge = verdict.weak_scaling_checks if record.scaling == "weak" else verdict.strong_scaling_checks
-        gpus = record.world_size if record.world_size > 1 else verdict.gpus_at_once(record)
+        judge = scaling_checks.weak_scaling_checks if record.scaling == "weak" else scaling_checks.strong_scaling_checks
+        gpus = record.world_size if record.world_size > 1 else scaling_checks.gpus_at_once(record)
         for check in judge(record, baseline, bounds, telemetry_note=""):
             bound_key = CHECK_TO_BOUND.get(check.key)
             if bound_key is None or check.measured is None or not check.evaluated:
@@ -207,9 +207,9 @@ def _training_figures(attempts: list[FittedAttempt], host: str, session: str) ->
             figures.append(Figure(table=f"models.{record.model}.{record.precision}", key=bound_key,
                                   gpus=gpus if bound_key not in ("min_gpu_utilization_pct", "max_step_time_cv",
                                                                  "min_power_fraction_of_limit")
-                                  else verdict.gpus_at_once(record),
+                                  else scaling_checks.gpus_at_once(record),
                                   value=check.measured, host=host, session=session,
-                                  reference_at_once=verdict.gpus_at_once(baseline)
+                                  reference_at_once=scaling_checks.gpus_at_once(baseline)
                                   if bound_key in EFFICIENCIES and baseline is not None else None))
     return figures
 

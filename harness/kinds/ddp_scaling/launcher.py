@@ -5,7 +5,7 @@ A test asks for its case's record; the first test launches every pending single-
 reference and its 2-, 4-, 8-GPU runs are measured back to back, in the same processes (launch_order);
 the other tests find their records waiting. A case's 1-GPU baseline is keyed by what that run does
 (model, precision, batch), so a weak-scaling 1-GPU case and a strong-scaling baseline of the same batch are one launch.
-With ``follow_ons`` (plugin/confirming.py), that launch holds after its cases and runs the re-measures of the
+With ``follow_ons`` (kinds/ddp_scaling/confirming.py), that launch holds after its cases and runs the re-measures of the
 cases in doubt on the same processes, warm, before it ends (launch/group.py).
 """
 
@@ -37,7 +37,7 @@ Runs = list[tuple[str, BenchmarkSpec]]
 
 
 class FollowOns(Protocol):
-    """What a holding launch runs after the session's planned cases (plugin/confirming.py)."""
+    """What a holding launch runs after the session's planned cases (kinds/ddp_scaling/confirming.py)."""
 
     def next_runs(self, done: dict[str, RunRecord]) -> Runs:
         """Given every record of the launch so far, by label: the runs to hand it next ([]: it ends)."""

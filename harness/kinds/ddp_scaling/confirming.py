@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from harness.cases import CaseId
 from harness.checks import confirm
-from harness.plugin.launching import CaseLauncher, Runs
+from harness.kinds.ddp_scaling.launcher import CaseLauncher, Runs
 from harness.plugin.progress import announce
 from harness.records import RunRecord
 from harness.results.check import Check
@@ -65,7 +65,7 @@ class Confirmations:
         return self.measured.pop((case, attempt))
 
     def next_runs(self, done: dict[str, RunRecord]) -> Runs:
-        """The holding launch's next follow-on (plugin/launching.FollowOns): the lowest attempt that any
+        """The holding launch's next follow-on (launcher.FollowOns): the lowest attempt that any
         planned case not yet judged will need, for every such case, each after its reference; [] when none
         will (the launch ends). ``done``: the launch's every record so far, by label."""
         self.took(done)
