@@ -9,5 +9,5 @@ session, NVLink error counters steady. On a CPU run it is skipped: there is no G
 
 def test_gpu_state(harness, gpu_state_gpu):
     """Start and end snapshots of this GPU through NVML, and the XIDs the session saw on it."""
-    result = harness.run_gpu_state(gpu_state_gpu)
+    result = harness.keep(harness.runner("gpu_state").check(gpu_state_gpu))
     harness.assert_passed(result)

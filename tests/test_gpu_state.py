@@ -26,6 +26,7 @@ from harness.profile.schema import GPU_STATE_KEYS
 from harness.results.location import Location
 from support.hardware import make_hardware
 from support.jobs import OTHER_TESTS_JOB
+from support.gpu_state import check_gpu
 from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, fake_nvml
 from support.profiles import cpu_test_profile
 
@@ -225,13 +226,13 @@ def test_the_runner_judges_each_gpu_start_against_end():
     runner = GpuStateRunner(ctx=_ctx())
     runner.start(nvml)
     nvml.gpus[1].limit_mw = 450_000
-    healthy, capped = runner.run_gpu_state(0, nvml=nvml), runner.run_gpu_state(1, nvml=nvml)
+    healthy, capped = check_gpu(runner, 0, nvml=nvml), check_gpu(runner, 1, nvml=nvml)
     runner.stop()
     assert healthy.failed == [] and healthy.name == "gpu-state-gpu0"
     assert [c.key for c in capped.failed] == ["power_limit"] and UUIDS[1] in capped.failure_message()
     assert capped.to_dict()["gpu_state"]["xid_watch"] == "ok"
     runner.watcher.failure = "waiting for XID events failed: Unknown Error"  # type: ignore[union-attr]
-    stopped = runner.run_gpu_state(0, nvml=nvml).checks[6]
+    stopped = check_gpu(runner, 0, nvml=nvml).checks[6]
     assert stopped.key == "xid_events" and stopped.passed is False and "waiting for XID events failed" in stopped.note
     assert nvml.lifecycle.count("nvmlInit") == nvml.lifecycle.count("nvmlShutdown") == 3
     summary = runner.summary()

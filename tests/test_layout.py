@@ -298,7 +298,7 @@ def test_no_folder_level_import_cycle():
 
 
 KIND_RUNNERS = ("harness.kinds.interconnect.runner", "harness.kinds.soak.runner", "harness.kinds.components.runner",
-                "harness.kinds.node_shape.runner", "harness.kinds.ddp_scaling.runner")
+                "harness.kinds.node_shape.runner", "harness.kinds.ddp_scaling.runner", "harness.kinds.gpu_state.runner")
 """The runners of the kinds of job with one (attached to their Job entries above the plugin, in harness/kinds/)."""
 
 
@@ -310,7 +310,7 @@ def test_the_session_reaches_a_kind_only_through_its_job():
                  if set(KIND_RUNNERS) & _top_level_imports(path, name, type_only_too=True)}
     assert importers <= {"harness.kinds.shipped", "harness.kinds.interconnect.job", "harness.kinds.soak.job",
                          "harness.kinds.components.job", "harness.kinds.node_shape.job",
-                         "harness.kinds.ddp_scaling.job", *KIND_RUNNERS}, importers
+                         "harness.kinds.ddp_scaling.job", "harness.kinds.gpu_state.job", *KIND_RUNNERS}, importers
     assert "harness.plugin.session" not in importers
 
 

@@ -20,6 +20,7 @@ import pynvml
 import pytest
 
 from support.jobs import required_tests
+from support.gpu_state import check_gpu
 from harness.launch.cleanup import owner_env, session_owner
 from harness.launch.slurm import SlurmAllocation
 from harness.node.gpu_state_probe import STOP_FILE, node_file, watch
@@ -113,7 +114,7 @@ def start_runner(tmp_path: Path, remote_nvml: dict[str, FakeNvml], **ctx: Any) -
 
 def run_all(runner: GpuStateRunner, driver: FakeNvml) -> dict[str, Any]:
     params = gpu_state_params(runner.ctx, runner.remote)
-    results = {p.id: runner.run_gpu_state(p.values[0], nvml=driver) for p in params}
+    results = {p.id: check_gpu(runner, p.values[0], nvml=driver) for p in params}
     runner.stop()
     return results
 
@@ -313,7 +314,7 @@ def test_one_node_is_unchanged(tmp_path):
     runner.start(h100s(2), popen=fake_srun({}, launched))
     assert launched == [] and runner.remote is None
     assert [p.id for p in gpu_state_params(runner.ctx, runner.remote)] == ["gpu0", "gpu1"]
-    result = runner.run_gpu_state(1, nvml=h100s(2))
+    result = check_gpu(runner, 1, nvml=h100s(2))
     runner.stop()
     assert result.name == "gpu-state-gpu1" and result.checks[0].note.startswith(f"GPU 1 ({UUIDS[1]})")
     assert "node" not in result.to_dict()["gpu_state"]
@@ -332,7 +333,7 @@ def test_every_node_s_gpu_state_tests_are_required_in_a_multi_node_session():
 
 def test_a_remote_gpu_never_probed_fails_named(tmp_path):
     runner = GpuStateRunner(ctx=session_ctx(tmp_path))  # start() never ran: no probe step
-    result = runner.run_gpu_state(NodeGpu(node="gpu02", index=0))
+    result = check_gpu(runner, NodeGpu(node="gpu02", index=0))
     assert result.failed and "node gpu02: the GPU-state probe step was never started for this node" in \
         result.failure_message()
 

@@ -71,13 +71,21 @@ class Requirement:
         return [n for n in sorted(set(self.profile.gpu_counts)) if n <= self.expected_gpus]
 
 
-class SessionServices(Protocol):
+class GpuStateWatch(Protocol):
     """What the session offers every kind's runner besides its context: its GPU-state watch (harness/plugin/
-    gpu_state.py), which reads every GPU from the session's start to its end, so a kind names in its result what
-    its window saw besides its own checks (a foreign process, a clock-event reason, an XID)."""
+    gpu_state.py), which reads every GPU from the session's start to its end (snapshots, XIDs, the other nodes'
+    probes). A kind names what its window saw besides its own checks (a foreign process, a clock-event reason, an
+    XID); the GPU-state kind judges what the watch read."""
 
     def seen_in_window(self, telemetry: Any) -> list[str]:
         """One line per thing a launch's window saw besides its own figures; [] when nothing was."""
+
+    def reading(self, target: Any, nvml: Any = None) -> Any:
+        """What the watch read of one GPU (an index; a node and index in a multi-node session): its start and end
+        snapshots and XIDs, and why any is missing (harness/plugin/gpu_state.py ``GpuStateReading``)."""
+
+    def summary(self) -> dict | None:
+        """Both snapshots and every XID of the session, for session.json; None where there is no GPU."""
 
 
 class KindRunner:
@@ -88,8 +96,8 @@ class KindRunner:
     def connect(self, say: Callable[[str], None]) -> None:
         """Where the runner's progress lines go while it runs (the session's terminal)."""
 
-    def attach(self, services: SessionServices) -> None:
-        """The session's services (``SessionServices``), handed over once the session holds them."""
+    def attach(self, watch: GpuStateWatch) -> None:
+        """The session's GPU-state watch (``GpuStateWatch``), handed over once the session holds it."""
 
     def start_early(self, items: Sequence[Any]) -> None:
         """Start what can start before its test runs (the collected pytest items say what will run)."""
@@ -106,7 +114,7 @@ class KindRunner:
 RESERVED_SECTIONS = frozenset({
     "run_id", "run_dir", "started_at", "finished_at", "profile", "hardware", "command_line", "harness_version",
     "slurm", "git_commit", "container", "stack", "definitions", "overrides", "expected_environment",
-    "orphans_stopped", "warnings", "results", "timeline", "gpu_state", "session_verdict", "exitstatus",
+    "orphans_stopped", "warnings", "results", "timeline", "session_verdict", "exitstatus",
     "interrupted", "level"})
 """session.json's own keys (harness/plugin/session.py, outputs.py): no kind's section may take one."""
 

@@ -12,7 +12,6 @@ import pytest
 from typing import Any, TypeVar
 
 from harness.plugin.options import HarnessOptions
-from harness.plugin.remote_gpu_state import NodeGpu
 from harness.plugin.results import CaseResult, CheckedResult
 from harness.plugin.session import HarnessSession
 from harness.profile.bounds import Profile
@@ -42,9 +41,6 @@ class HarnessTest:
         reaches its runner, the harness's (``harness.runner("interconnect").run_allreduce(gpus)``) and a site's
         alike, then keeps its result (``harness.keep(result)``). Typed loosely: the plugin imports no kind."""
         return self.session.runner(section)
-
-    def run_gpu_state(self, target: int | NodeGpu) -> CheckedResult:
-        return self._keep(self.session.gpu_state.run_gpu_state(target, list(self.session.results.values())))
 
     @property
     def remote_gpu_state(self) -> Any:

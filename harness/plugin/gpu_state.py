@@ -1,9 +1,9 @@
-"""The session's GPU state: a snapshot of every GPU at session start, an XID watcher from then to the
-session's end, and a snapshot at the end, taken by the GPU-state tests, which run after every
-benchmark (the GPU-state job's ``order = "last"``, harness/kinds/gpu_state/job.py), so "end" is after
-all the load. In a multi-node session the other
-nodes' GPUs are read the same way on their nodes (plugin/remote_gpu_state.py), and every test id
-names its node (``gpu01-gpu3``); on one node the ids are ``gpu3``.
+"""The session's GPU-state watch: a snapshot of every GPU at session start, an XID watcher from then to the
+session's end, and a snapshot at the end, taken when the first GPU-state test asks; those tests run after every
+benchmark (the GPU-state job's ``order = "last"``, harness/kinds/gpu_state/job.py), so "end" is after all the load,
+and their kind judges what the watch read (harness/kinds/gpu_state/runner.py). In a multi-node session the other
+nodes' GPUs are read the same way on their nodes (plugin/remote_gpu_state.py), and every test id names its node
+(``gpu01-gpu3``); on one node the ids are ``gpu3``.
 
 Also what a case window saw besides its own checks (``seen_in_window``): foreign processes,
 clock-event reasons with their share of the window and XIDs, listed under a failing case.
@@ -12,23 +12,30 @@ clock-event reasons with their share of the window and XIDs, listed under a fail
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pytest
 
-from harness.checks.gpu_state import GpuStateInput, clock_setting_windows, gpu_state_checks
+from harness.checks.gpu_state import GpuStateInput, clock_setting_windows
 from harness.checks.node_load import case_windows
 from harness.checks.telemetry_checks import describe_foreign, reason_shares
 from harness.node.gpu_state import GpuState, read_gpu_states
 from harness.node.xid import XidWatcher
 from harness.plugin.context import SessionContext
-from harness.jobs.job import gpu_id, node_gpu_id
 from harness.plugin.remote_gpu_state import NodeGpu, RemoteGpuState, judged_nodes, remote_gpu_state
-from harness.plugin.results import CheckedResult
 from harness.results.telemetry_summary import read_telemetry
 from harness.telemetry import gpu_label
 
 
+@dataclass(frozen=True, kw_only=True)
+class GpuStateReading:
+    """What the watch read of one GPU, for the GPU-state kind to judge."""
+
+    state: GpuStateInput
+    problems: dict[str, str]
+    """"start" / "end" -> why a snapshot is missing."""
+    other_node: bool = False
+    """A GPU of another node of the session, read by its probe."""
 
 
 @dataclass(kw_only=True)
@@ -43,6 +50,9 @@ class GpuStateRunner:
     watcher: XidWatcher | None = None
     remote: RemoteGpuState | None = None
     """The other nodes of a multi-node session, read on their nodes; None on one node."""
+    results: Mapping[str, Any] = field(default_factory=dict)
+    """The session's results so far, by pytest node id (harness/plugin/session.py ``HarnessSession.results``): the
+    case windows a GPU's clocks were set in, and the other nodes' load during the cases."""
 
     def start(self, nvml: Any = None, popen: Any = None) -> None:
         """Session start: snapshot every GPU and start watching for XIDs, here and on every other node the
@@ -72,10 +82,12 @@ class GpuStateRunner:
             self.end_states = {state.uuid: state for state in states}
         return self.end_states
 
-    def run_gpu_state(self, target: int | NodeGpu, results: Sequence[Any] = (), nvml: Any = None) -> CheckedResult:
-        """The GPU-state checks of GPU ``target`` (an index; a ``NodeGpu`` in a multi-node session), start
-        against end, XIDs of the whole session."""
+    def reading(self, target: int | NodeGpu, nvml: Any = None) -> GpuStateReading:
+        """What the watch read of GPU ``target`` (an index; a ``NodeGpu`` in a multi-node session): its start and
+        end snapshots, the XIDs of the whole session, the windows in which its clocks were set; judged by the
+        GPU-state kind (harness/kinds/gpu_state/)."""
         ctx = self.ctx
+        results = list(self.results.values())
         node, index = (target.node, target.index) if isinstance(target, NodeGpu) else (None, target)
         if node is not None and node != next(iter(judged_nodes(ctx)), None):
             return self._other_node(node, index, results)
@@ -92,33 +104,17 @@ class GpuStateRunner:
         state = GpuStateInput(index=gpu.index, uuid=gpu.uuid, start=start.to_dict() if start else None,
                               end=end.to_dict() if end else None, xid_events=xids, xid_watch=watch,
                               clock_setting_windows=clock_setting_windows(results, gpu.uuid), node=node)
-        return self._result(state, {k: v for k, v in self.problems.items() if v})
+        return GpuStateReading(state=state, problems={k: v for k, v in self.problems.items() if v})
 
-    def _other_node(self, node: str, index: int, results: Sequence[Any] = ()) -> CheckedResult:
+    def _other_node(self, node: str, index: int, results: Sequence[Any] = ()) -> GpuStateReading:
         """A GPU of another node: what its probe wrote (a node never probed fails, named)."""
         remote = self.remote
         if remote is None or node not in remote.nodes:
             remote = RemoteGpuState(nodes=(node,), directory=self.ctx.run_dir, expected_gpus=None,
                                     launch_failure="was never started for this node")
         state = remote.gpu_input(node, index, case_windows(results))
-        return self._result(state, {phase: why for phase in ("start", "end") if (why := remote.problem(node, phase))},
-                            other_node=True)
-
-    def _result(self, state: GpuStateInput, problems: dict[str, str], other_node: bool = False) -> CheckedResult:
-        ctx = self.ctx
-        bounds = ctx.profile.gpu_state
-        name = node_gpu_id(state.node, state.index) if state.node else gpu_id(state.index)
-        where = gpu_label(state.index, state.uuid)
-        return CheckedResult(name=f"gpu-state-{name}",
-                             context=f"{ctx.profile.name}, GPU state, {f'node {state.node}, ' if state.node else ''}"
-                                     f"{where}",
-                             checks=gpu_state_checks(state, bounds),
-                             bounds=bounds.to_dict() if bounds is not None else None,
-                             data={"gpu_state": {"index": state.index, "uuid": state.uuid, "start": state.start,
-                                                 "end": state.end, "xid_events": state.xid_events,
-                                                 "xid_watch": state.xid_watch, "problems": problems,
-                                                 **({"node": state.node} if state.node else {}),
-                                                 **({"other_node": True, "load": state.load} if other_node else {})}})
+        problems = {phase: why for phase in ("start", "end") if (why := remote.problem(node, phase))}
+        return GpuStateReading(state=state, problems=problems, other_node=True)
 
     def seen_in_window(self, telemetry: Any) -> list[str]:
         """What else a case's window saw, one line each: foreign processes, clock-event reasons with

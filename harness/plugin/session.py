@@ -84,10 +84,11 @@ class HarnessSession:
         for job in jobs:
             if job.runner is not None and job.section is not None and job.section not in runners:
                 runners[job.section] = job.runner(ctx=ctx)
-        gpu_state = GpuStateRunner(ctx=ctx)
+        results: dict[str, CaseResult | CheckedResult] = {}
+        gpu_state = GpuStateRunner(ctx=ctx, results=results)
         for runner in runners.values():
             runner.attach(gpu_state)
-        return cls(config=config, ctx=ctx, gpu_state=gpu_state, jobs=tuple(jobs), runners=runners,
+        return cls(config=config, ctx=ctx, gpu_state=gpu_state, jobs=tuple(jobs), runners=runners, results=results,
                    collect_only=bool(config.option.collectonly))
 
     def runner(self, section: str) -> KindRunner:
@@ -121,7 +122,6 @@ class HarnessSession:
         profile = ctx.profile
         sections = {section: summary for section, runner in self.runners.items()
                     for summary in (runner.summary(),) if summary is not None}
-        gpu_state = self.gpu_state.summary()
         stack = compare_stack(profile.stack, ctx.hardware)
         return {
             "run_id": ctx.run_id, "run_dir": str(ctx.run_dir), "started_at": ctx.started_at,
@@ -143,7 +143,6 @@ class HarnessSession:
             "results": {nodeid: result.to_dict() for nodeid, result in self.results.items()},
             "timeline": self.timeline(),
             **sections,
-            **({"gpu_state": gpu_state} if gpu_state is not None else {}),
         }
 
 

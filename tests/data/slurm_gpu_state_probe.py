@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 from harness.launch.slurm import allocation_from_env, srun_prefix
 from harness.kinds.gpu_state.params import gpu_state_params
+from harness.kinds.gpu_state.runner import GpuStateChecks
 from harness.plugin.gpu_state import GpuStateRunner
 from harness.profile.load import load_profile
 
@@ -52,7 +53,7 @@ while not Path(f"{signal_file}.ready").exists() and time.monotonic() < deadline:
 sleeper.send_signal(signal.SIGUSR1)
 sleeper_code = sleeper.wait(timeout=60)
 params = gpu_state_params(ctx, runner.remote)  # type: ignore[arg-type]
-results = {p.id: runner.run_gpu_state(p.values[0]).to_dict() for p in params}
+results = {p.id: GpuStateChecks(ctx=ctx, watch=runner).check(p.values[0]).to_dict() for p in params}  # type: ignore[arg-type]
 runner.stop()
 (run_dir / "probe.json").write_text(json.dumps(
     {"ids": [p.id for p in params], "results": results, "summary": runner.summary(),

@@ -15,7 +15,7 @@ from harness.cases import CaseId
 from harness.checks import confirm
 from harness.checks.judged import not_judged
 from harness.checks.straggler import name_straggler
-from harness.jobs.job import KindRunner, SessionServices
+from harness.jobs.job import GpuStateWatch, KindRunner
 from harness.kinds.ddp_scaling import checks as scaling_checks
 from harness.kinds.ddp_scaling.confirming import Confirmations
 from harness.kinds.ddp_scaling.launcher import CaseLauncher
@@ -37,7 +37,7 @@ class ScalingRuns(KindRunner):
     cases: CaseLauncher = field(init=False)
     confirmations: Confirmations = field(init=False)
     """Re-measures of the cases in doubt, one launch per attempt (confirming.py)."""
-    services: SessionServices | None = None
+    watch: GpuStateWatch | None = None
     """The session's GPU-state watch: what a case's window saw besides its checks (``attach``)."""
 
     def __post_init__(self) -> None:
@@ -49,8 +49,8 @@ class ScalingRuns(KindRunner):
     def connect(self, say: Callable[[str], None]) -> None:
         self.confirmations.say = say
 
-    def attach(self, services: SessionServices) -> None:
-        self.services = services
+    def attach(self, watch: GpuStateWatch) -> None:
+        self.watch = watch
 
     def start_early(self, items: Sequence[Any]) -> None:
         """Remember which cases will run, so a launch can take the others of its GPU count along, and start the
@@ -78,7 +78,7 @@ class ScalingRuns(KindRunner):
         if key is not None:
             record, baseline, checks = self.confirmed(case, key, confirm.Attempt(record=record, baseline=baseline,
                                                                                  checks=checks))
-        seen = self.services.seen_in_window(record.telemetry) if self.services is not None else []
+        seen = self.watch.seen_in_window(record.telemetry) if self.watch is not None else []
         return CaseResult(case=case, record=record, checks=checks,
                           baseline_run_id=baseline.run_id if baseline is not None else None,
                           context=self.ctx.describe(case), log_dir=self.ctx.log_dir(self.cases.spec_for(case).case_id),

@@ -1,11 +1,12 @@
 """The GPU-state kind's declaration: one test per GPU the node should have (per node and GPU in a multi-node
-session), at the quick level, run last (its end snapshot follows all the session's load); no runner of its own:
-the session's GPU-state service judges it (harness/plugin/gpu_state.py)."""
+session), at the quick level, run last (its end snapshot follows all the session's load); its runner judges what
+the session's GPU-state watch read (runner.py; the watch, harness/plugin/gpu_state.py, serves every kind)."""
 
 from __future__ import annotations
 
 from harness.jobs.job import Job, Requirement, gpu_id, node_gpu_id
 from harness.kinds.gpu_state.params import GPU_STATE_FIXTURE, gpu_state_params
+from harness.kinds.gpu_state.runner import SECTION, GpuStateChecks
 
 
 def _gpu_state(need: Requirement) -> list[str]:
@@ -18,5 +19,6 @@ def _gpu_state(need: Requirement) -> list[str]:
 
 
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
-                missing_hint=" (a GPU the node should have is not visible)", order="last",
+                missing_hint=" (a GPU the node should have is not visible)", order="last", section=SECTION,
+                runner=GpuStateChecks,
                 params={GPU_STATE_FIXTURE: lambda session: gpu_state_params(session.ctx, session.gpu_state.remote)})
