@@ -1,6 +1,7 @@
 """The session verdict (harness/checks/session.py): every rule, pure, with profiles as shipped."""
 
 from pathlib import Path
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -71,12 +72,10 @@ def test_levels_decide_which_kinds_of_test_are_required(h200_profile):
 
 def test_component_tests_are_required_where_the_profile_bounds_components(h200_profile, cpu_profile):
     def with_components(profile, **peer):
-        fields = {name: getattr(profile, name) for name in ("hardware", "gpu_counts", "models", "precisions",
-                                                              "interconnect", "topology", "bf16_needs_native")}
         components = SimpleNamespace(**{"min_peer_gbps": None, "max_peer_latency_us": None, **peer})
-        return SimpleNamespace(**fields, components=components, bounds=profile.bounds)
+        return dataclasses.replace(profile, components=components)
 
-    without = SimpleNamespace(**{**with_components(h200_profile).__dict__, "components": None})
+    without = dataclasses.replace(h200_profile, components=None)
     assert not [n for n in required_tests(without, 2) if n.startswith("test_gemm")]
     unbounded_peers = required_tests(with_components(h200_profile), 2, level="quick")
     assert {"test_gemm[gpu1]", "test_host_link[gpu0]"} <= set(unbounded_peers)
