@@ -3,7 +3,11 @@
 from pathlib import Path
 
 from harness.report.outcomes import SessionTest
+from harness.kinds.shipped import report_sections
 from harness.report.sections.gpus import build_gpu_table, peer_heatmap
+
+GPU_COLUMNS = report_sections().gpu_columns
+"""Every shipped kind's per-GPU columns, in the jobs' order (Job.gpu_columns)."""
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = {"hardware": {"gpus": [{"index": 0, "uuid": "GPU-aaa"}, {"index": 1, "uuid": "GPU-bbb"}]}}
@@ -37,19 +41,19 @@ TESTS = [
 
 
 def test_one_row_per_gpu_one_column_per_check_and_the_bad_gpu_stands_out():
-    table = build_gpu_table(HEADER, TESTS)
-    assert table["columns"] == ["GEMM bf16", "peer min", "power limit", "GPU uniformity"]
+    table = build_gpu_table(HEADER, TESTS, GPU_COLUMNS)
+    assert table["columns"] == ["power limit", "GEMM bf16", "peer min", "GPU uniformity"]  # the kinds' order
     good, bad = table["rows"]
     assert (good["gpu"], good["uuid"], good["failed"], bad["gpu"], bad["failed"]) == (
         "GPU 0", "GPU-aaa", False, "GPU 1", True)
-    assert [c["state"] if c else None for c in good["cells"]] == ["pass", "pass", None, None]
-    assert [c["state"] for c in bad["cells"]] == ["fail", "pass", "fail", "fail"]
-    assert good["cells"][0]["text"].startswith("701") and good["cells"][0]["text"].endswith("TFLOP/s")
-    assert bad["cells"][0]["title"] == "GPU 1 (GPU-bbb)"
+    assert [c["state"] if c else None for c in good["cells"]] == [None, "pass", "pass", None]
+    assert [c["state"] for c in bad["cells"]] == ["fail", "fail", "pass", "fail"]
+    assert good["cells"][1]["text"].startswith("701") and good["cells"][1]["text"].endswith("TFLOP/s")
+    assert bad["cells"][1]["title"] == "GPU 1 (GPU-bbb)"
 
 
 def test_no_per_gpu_results_no_table():
-    assert build_gpu_table(HEADER, [SessionTest(nodeid="x::y", outcome="passed", harness={})]) is None
+    assert build_gpu_table(HEADER, [SessionTest(nodeid="x::y", outcome="passed", harness={})], GPU_COLUMNS) is None
 
 
 def test_heatmap_draws_every_pair_and_outlines_the_slowest():
@@ -67,14 +71,14 @@ def test_each_cell_shows_measured_over_bound_and_the_slow_gpu_is_the_row_marked_
                           {"key": "hbm_copy", "passed": True, "measured": 4000.0 - 100 * (index == 2),
                            "bound": 3200.0, "unit": "GB/s", "comparison": ">="}], gpu={"index": index})
     header = {"hardware": {"gpus": [{"index": i, "uuid": f"GPU-{i}"} for i in range(4)]}}
-    table = build_gpu_table(header, [gemm(0, 700.0), gemm(1, 702.0), gemm(2, 640.0), gemm(3, 699.0)])
+    table = build_gpu_table(header, [gemm(0, 700.0), gemm(1, 702.0), gemm(2, 640.0), gemm(3, 699.0)], GPU_COLUMNS)
     slow = table["rows"][2]
     assert [c["ratio"] for c in slow["cells"]] == ["1.07 × bound", "1.22 × bound"]
     assert [c["lowest"] for c in slow["cells"]] == [True, True] and slow["lowest"] == 2
     assert all(row["lowest"] == 0 for index, row in enumerate(table["rows"]) if index != 2)
     upper = {"key": "xid_events", "passed": True, "measured": 2.0, "bound": 4.0, "comparison": "<="}
     assert build_gpu_table(header, [SessionTest(nodeid="t::test_gpu_state[gpu0]", outcome="passed", harness={
-        "checks": [upper], "gpu_state": {"index": 0}})])["rows"][0]["cells"][0]["ratio"] == "2.00 × bound"
+        "checks": [upper], "gpu_state": {"index": 0}})], GPU_COLUMNS)["rows"][0]["cells"][0]["ratio"] == "2.00 × bound"
 
 
 def test_the_gpu_grid_shows_topology_without_a_peer_test_and_names_a_pair_without_p2p():
@@ -106,3 +110,21 @@ def test_the_page_shows_the_gpu_table_and_the_heatmap(tmp_path):
     html = build_report(run)
     assert '<section id="gpus">' in html and "GEMM bf16" in html and "GPU-bbb" in html
     assert "GPU × GPU: peer bandwidth and topology" in html and "<svg" in html
+
+
+def test_a_kinds_declared_columns_are_the_tables_and_a_site_kind_adds_its_own():
+    """Job.gpu_columns: the per-GPU table's columns come from the session's kinds (issue 29), so a site's kind
+    declares its per-GPU figure on its own Job, and a check no job declares a column for is not one."""
+    from harness.jobs.job import Job
+    from harness.kinds.shipped import JOBS
+
+    site = Job(name="site nvlink", tests=("test_site_nvlink",), level="quick", required=lambda need: [],
+               gpu_columns=(("nvlink_gbps", "NVLink per link"),))
+    tests = [SessionTest(nodeid=f"t::test_site_nvlink[gpu{index}]", outcome="passed", harness={
+        "gpu": {"index": index}, "checks": [check("nvlink_gbps", True, measured=value, unit="GB/s")]})
+        for index, value in ((0, 25.1), (1, 24.9))]
+    assert build_gpu_table(HEADER, tests, GPU_COLUMNS) is None  # the shipped kinds declare no such column
+    table = build_gpu_table(HEADER, tests, report_sections([*JOBS, site]).gpu_columns)
+    assert table is not None and table["columns"] == ["NVLink per link"]
+    assert [row["cells"][0]["text"] for row in table["rows"]] == ["25.100 GB/s", "24.900 GB/s"]
+    assert [label for _, label in GPU_COLUMNS][:2] == ["power limit", "clocks"]  # GPU state's, in job order

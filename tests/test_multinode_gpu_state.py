@@ -31,6 +31,7 @@ from harness.kinds.node_shape.runner import NodeShapeRuns
 from harness.plugin.remote_gpu_state import NodeGpu, judged_nodes, probe_command
 from harness.profile.load import load_profile
 from harness.report.outcomes import SessionTest
+from harness.kinds.shipped import report_sections
 from harness.report.sections.gpus import build_gpu_table
 from support.hardware import make_hardware
 from test_gpu_state import h100_session  # noqa: F401 - the fake H100 session two_node_session starts from
@@ -459,7 +460,7 @@ def test_the_report_s_gpu_table_keeps_other_nodes_gpus_out_of_this_node_s_rows(t
     tests = [SessionTest(nodeid=f"test_gpu_state.py::test_gpu_state[{name}]", outcome="passed" if not r.failed
                          else "failed", harness=r.to_dict()) for name, r in results.items()]
     header = {"hardware": {"gpus": [{"index": i, "uuid": UUIDS[i]} for i in range(2)]}}
-    table = build_gpu_table(header, tests)
+    table = build_gpu_table(header, tests, report_sections().gpu_columns)
     assert table is not None and not any(row["failed"] for row in table["rows"])  # gpu02's GPU 1 is not gpu01's
 
 

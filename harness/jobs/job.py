@@ -152,6 +152,10 @@ class Job:
     """Its section of the sign-off page: (the run's header, its tests) -> a ``KindSection``
     (harness/report/sections/kind.py), handed to the report by whoever renders it (the plugin's outputs,
     ``harness report``): the report imports no kind."""
+    gpu_columns: tuple[tuple[str, str], ...] = ()
+    """Its per-GPU figures on the page's GPU table (harness/report/sections/gpus.py): (check key, column label), in
+    column order. A check of one of these keys that judged one GPU fills that GPU's cell; a key no job names is not
+    a column."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

@@ -8,11 +8,12 @@ The plugin registers this module as a pytest plugin by name (harness/plugin/leve
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import pytest
 
 from harness.jobs.job import Job
+from harness.report.sections.kind import KindReports
 from harness.kinds.components.job import COMPONENTS
 from harness.kinds.ddp_scaling.job import DDP_SCALING
 from harness.kinds.gpu_state.job import GPU_STATE
@@ -24,9 +25,10 @@ JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALIN
 """Every kind of job the harness ships, in the order their tests' names are required."""
 
 
-def report_sections(jobs: Sequence[Job] = JOBS) -> tuple[Callable[[dict, list[Any]], Any], ...]:
-    """The page's kind sections (harness/report/sections/kind.py ``KindSection``), in the jobs' order."""
-    return tuple(job.report for job in jobs if job.report is not None)
+def report_sections(jobs: Sequence[Job] = JOBS) -> KindReports:
+    """What the kinds hand the page (harness/report/sections/kind.py ``KindReports``): their sections and per-GPU
+    columns, in the jobs' order."""
+    return KindReports.of(jobs)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -31,6 +31,7 @@ from harness.timeline import describe as describe_timeline
 from harness.plugin.session import HarnessSession
 from harness.files import write_json_atomic
 from harness.report.render import write_report
+from harness.report.sections.kind import KindReports
 
 
 def route_reports(config: pytest.Config, session: HarnessSession, outcomes: SessionOutcomes) -> None:
@@ -194,8 +195,7 @@ def write_session_outputs(session: pytest.Session, harness_session: HarnessSessi
     _drop_cut_short(run_dir)  # before the page reads them: it falls back to session.json
     _write_summary(harness_session, summary, verdict)
     try:
-        sections = [job.report for job in harness_session.jobs if job.report is not None]
-        line = f"harness: report {write_report(run_dir, sections)}"
+        line = f"harness: report {write_report(run_dir, KindReports.of(harness_session.jobs))}"
     except Exception as exc:  # noqa: BLE001 - the JSON is saved: `harness report RUN_DIR` rebuilds the page
         line = (f"harness: report.html not written ({type(exc).__name__}: {exc}); "
                 f"rebuild with `harness report {run_dir}`")

@@ -15,7 +15,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from harness.files import write_text_atomic
 from harness.report.inputs import ReportError, load_inputs
-from harness.report.sections.kind import KindSections
+from harness.report.sections.kind import KindReports
 from harness.report.view import build_view
 
 TEMPLATE = "report.html.j2"
@@ -31,26 +31,26 @@ def render(view: dict) -> str:
     return _environment().get_template(TEMPLATE).render(report=view)
 
 
-def build_report(run_dir: Path, sections: KindSections) -> str:
+def build_report(run_dir: Path, kinds: KindReports) -> str:
     """The report of ``run_dir`` as HTML text, from its saved JSON alone. Raises ReportError."""
-    return render(build_view(load_inputs(Path(run_dir)), sections))
+    return render(build_view(load_inputs(Path(run_dir)), kinds))
 
 
-def write_report(run_dir: Path, sections: KindSections) -> Path:
+def write_report(run_dir: Path, kinds: KindReports) -> Path:
     """Build and write ``run_dir/report.html`` (atomically); returns its path. Raises ReportError."""
     run_dir = Path(run_dir)
-    html = build_report(run_dir, sections)
+    html = build_report(run_dir, kinds)
     target = run_dir / "report.html"
     write_text_atomic(target, html)  # the run directory's one mode (files.default_file_mode)
     return target
 
 
-def cli_report(run_dir: str, sections: KindSections) -> int:
+def cli_report(run_dir: str, kinds: KindReports) -> int:
     """``harness report <run-dir>``: rebuild report.html from the saved JSON, print its path."""
     from harness.exitcodes import EXIT_INTERNAL_ERROR, EXIT_NOT_RECORDED, EXIT_USAGE_ERROR
 
     try:
-        path = write_report(Path(run_dir), sections)
+        path = write_report(Path(run_dir), kinds)
     except ReportError as exc:
         print(f"harness report: {exc}", file=sys.stderr)
         return EXIT_USAGE_ERROR

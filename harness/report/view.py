@@ -8,7 +8,7 @@ from harness.results.reading import as_dict, as_number, as_text
 from harness.report.outcomes import SessionTest, collect_tests
 from harness.report.sections.cases import build_case
 from harness.report.sections.gpus import build_gpu_table, peer_heatmap
-from harness.report.sections.kind import KindSections
+from harness.report.sections.kind import KindReports
 from harness.report.sections.matrix import build_matrices, charts_missing, matrix_missing
 from harness.report.sections.scaling import scaling_charts
 from harness.report.sections.signoff import build_signoff
@@ -63,9 +63,9 @@ def _units(tests: list[SessionTest]) -> dict[tuple[str, str], str]:
     return units
 
 
-def build_view(inputs: RunInputs, sections: KindSections) -> dict:
-    """Everything the template shows, from the loaded inputs alone (pure); ``sections``: the kinds' own
-    (harness/report/sections/kind.py), in their order, handed in by whoever renders the page."""
+def build_view(inputs: RunInputs, kinds: KindReports) -> dict:
+    """Everything the template shows, from the loaded inputs alone (pure); ``kinds``: the kinds' own sections and
+    per-GPU columns (harness/report/sections/kind.py), in their order, handed in by whoever renders the page."""
     header = inputs.header
     tests = collect_tests(inputs)
     signoff = build_signoff(inputs, header, tests)
@@ -85,9 +85,9 @@ def build_view(inputs: RunInputs, sections: KindSections) -> dict:
         "charts_missing": charts_missing(tests),
         "telemetry_cases": [c for c in cases if c["telemetry"]],
         "telemetry_missing": telemetry_missing(tests),
-        "gpu_table": build_gpu_table(header, tests),
+        "gpu_table": build_gpu_table(header, tests, kinds.gpu_columns),
         "peer_heatmap": peer_heatmap(tests),
-        "kind_sections": [section(header, tests) for section in sections],
+        "kind_sections": [section(header, tests) for section in kinds.sections],
         "thresholds": build_thresholds(header, tests, cases_used, _units(tests)),
         "timeline": build_timeline(inputs),
         "device_word": device_word(device),

@@ -1,7 +1,7 @@
 """The components kind's declaration: the per-GPU component tests at the quick level, one case per GPU (``cpu0``
 on a CPU profile) and per ordered GPU pair, its runner the session's one component launch. Its runner writes no
-section of session.json (each test's result carries its figures), and it has no page section of its own: the
-report's per-GPU table (harness/report/sections/gpus.py) shows its figures beside the other kinds' per GPU."""
+section of session.json (each test's result carries its figures), and it has no page section of its own: its
+figures are columns of the page's per-GPU table (``GPU_COLUMNS``), beside the other kinds' per GPU."""
 
 from __future__ import annotations
 
@@ -29,7 +29,15 @@ def _components(need: Requirement) -> list[str]:
     return names
 
 
+GPU_COLUMNS = (
+    ("gemm_bf16", "GEMM bf16"), ("gemm_fp16", "GEMM fp16"), ("gemm_tf32", "GEMM tf32"), ("gemm_fp32", "GEMM fp32"),
+    ("hbm_copy", "HBM copy"), ("hbm_rmw", "HBM RMW"), ("h2d_alone", "H2D"), ("d2h_alone", "D2H"),
+    ("peer_bandwidth", "peer min"),
+)
+"""Its figures on the page's per-GPU table; a pair's peer copy counts for both its GPUs (the lowest one shown)."""
+
 COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_copy"), level="quick",
                  required=_components, section=SECTION, runner=ComponentRuns,
                  params={"component_gpu": lambda session: gpu_params(session.ctx),
-                         "gpu_pair": lambda session: pair_params(session.ctx)})
+                         "gpu_pair": lambda session: pair_params(session.ctx)},
+                 gpu_columns=GPU_COLUMNS)

@@ -22,7 +22,12 @@ def _ddp_scaling(need: Requirement) -> list[str]:
             if profile.asks_for(case, need.native_bf16)]
 
 
+GPU_COLUMNS = (("throughput_per_gpu", "throughput / GPU"), ("gpu_uniformity", "GPU uniformity"))
+"""Its per-GPU figures on the page's per-GPU table: a failed check fills the cells of the GPUs it names, a passed one
+every GPU's."""
+
 DDP_SCALING = Job(name="DDP scaling", tests=("test_weak_scaling", "test_strong_scaling"), level="standard",
                   required=_ddp_scaling, narrowed_by_matrix=True, section=SECTION, runner=ScalingRuns,
                   params={CASE_FIXTURES["weak"]: lambda session: session_params(session, "weak"),
-                          CASE_FIXTURES["strong"]: lambda session: session_params(session, "strong")})
+                          CASE_FIXTURES["strong"]: lambda session: session_params(session, "strong")},
+                  gpu_columns=GPU_COLUMNS)

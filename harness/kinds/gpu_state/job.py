@@ -18,7 +18,11 @@ def _gpu_state(need: Requirement) -> list[str]:
     return [f"test_gpu_state[{node_gpu_id(node, index)}]" for node in need.nodes for index in gpus]
 
 
+GPU_COLUMNS = (("power_limit", "power limit"), ("clocks", "clocks"), ("ecc_mode", "ECC mode"),
+               ("remapped_rows", "remapped rows"), ("xid_events", "XID events"))
+"""Its checks shown per GPU on the page's per-GPU table."""
+
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
                 missing_hint=" (a GPU the node should have is not visible)", order="last", section=SECTION,
-                runner=GpuStateChecks,
+                runner=GpuStateChecks, gpu_columns=GPU_COLUMNS,
                 params={GPU_STATE_FIXTURE: lambda session: gpu_state_params(session.ctx, session.gpu_state.remote)})

@@ -1,10 +1,10 @@
 """One table, GPU x check: every per-GPU figure of the session in one row per GPU, so a bad GPU
 stands out at a glance; and the GPU<->GPU copy heatmap.
 
-Rows: the node's GPUs (index and UUID, from the session's hardware). Columns: the component checks
-(harness/kinds/components/checks.py: GEMM per dtype, HBM copy and read-modify-write, host<->GPU alone,
-the lowest peer copy involving the GPU), then the per-GPU keys other tests produce when present
-(GPU state: power_limit, clocks, ...; benchmark cases: throughput_per_gpu, gpu_uniformity). A cell
+Rows: the node's GPUs (index and UUID, from the session's hardware). Columns: each kind's per-GPU figures, as its
+job declares them (``Job.gpu_columns``: GPU state's power limit, clocks, ...; the components' GEMM per dtype, HBM
+copy and read-modify-write, host<->GPU alone, the lowest peer copy involving the GPU; the DDP cases' throughput per
+GPU and uniformity), in the jobs' order, where some GPU has a check of them. A cell
 is the check's figure and its state (pass, fail, not evaluated), read from the results alone, and
 its figure ÷ bound (the headroom): the lowest headroom of each column is marked, so the slow GPU
 shows as one row marked across its columns.
@@ -17,24 +17,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from markupsafe import Markup, escape
 
 from harness.report.format import fmt_number
 from harness.results.reading import as_dict, as_int, as_list, as_number, as_text
 from harness.report.outcomes import SessionTest
+from harness.report.sections.kind import GpuColumn
 from harness.results.location import locations_of
 
-COMPONENT_COLUMNS = (
-    ("gemm_bf16", "GEMM bf16"), ("gemm_fp16", "GEMM fp16"), ("gemm_tf32", "GEMM tf32"), ("gemm_fp32", "GEMM fp32"),
-    ("hbm_copy", "HBM copy"), ("hbm_rmw", "HBM RMW"), ("h2d_alone", "H2D"), ("d2h_alone", "D2H"),
-)
-PEER_COLUMN = ("peer_bandwidth", "peer min")
-OTHER_COLUMNS = (
-    ("power_limit", "power limit"), ("clocks", "clocks"), ("ecc_mode", "ECC mode"), ("remapped_rows", "remapped rows"),
-    ("xid_events", "XID events"), ("throughput_per_gpu", "throughput / GPU"), ("gpu_uniformity", "GPU uniformity"),
-)
 _STATE = {True: "pass", False: "fail", None: "skip"}
 
 
@@ -115,9 +107,8 @@ def _gpus(header: dict, tests: list[SessionTest]) -> dict[int, str]:
     return {index: uuid for index, uuid in sorted((k, v) for k, v in found.items() if k is not None)}
 
 
-def _checks_by_gpu(tests: list[SessionTest], gpus: dict[int, str]) -> dict[tuple[int, str], list[dict]]:
-    """(GPU, check key) -> the checks that judged that GPU on that key."""
-    keys = {key for key, _ in (*COMPONENT_COLUMNS, PEER_COLUMN, *OTHER_COLUMNS)}
+def _checks_by_gpu(tests: list[SessionTest], gpus: dict[int, str], keys: set[str]) -> dict[tuple[int, str], list[dict]]:
+    """(GPU, check key) -> the checks of ``keys`` that judged that GPU on that key."""
     found: dict[tuple[int, str], list[dict]] = {}
     for test in tests:
         if as_dict(test.harness.get("gpu_state")).get("other_node"):
@@ -139,12 +130,12 @@ def _checks_by_gpu(tests: list[SessionTest], gpus: dict[int, str]) -> dict[tuple
     return found
 
 
-def build_gpu_table(header: dict, tests: list[SessionTest]) -> dict | None:
-    """{"columns": [...], "rows": [{"gpu", "uuid", "cells"}]}; None when no test judged a GPU on its own."""
+def build_gpu_table(header: dict, tests: list[SessionTest], kind_columns: Sequence[GpuColumn]) -> dict | None:
+    """{"columns": [...], "rows": [{"gpu", "uuid", "cells"}]}; None when no test judged a GPU on its own.
+    ``kind_columns``: every kind's per-GPU figures (``Job.gpu_columns``), in order; those some GPU has a check of."""
     gpus = _gpus(header, tests)
-    found = _checks_by_gpu(tests, gpus)
-    columns = [(key, label) for key, label in (*COMPONENT_COLUMNS, PEER_COLUMN, *OTHER_COLUMNS)
-               if any(k == key for _, k in found)]
+    found = _checks_by_gpu(tests, gpus, {key for key, _ in kind_columns})
+    columns = [(key, label) for key, label in kind_columns if any(k == key for _, k in found)]
     if not columns or not gpus:
         return None
     rows: list[dict[str, Any]] = [{"gpu": f"GPU {index}", "uuid": uuid, "failed": any(

@@ -1,6 +1,7 @@
 """A kind of job's section of the page (issue 29): the kind (harness/kinds/<kind>/report.py) builds it from the
 run's header and tests, and the page draws it where the kinds' sections go, without importing the kind: its
-``Job.report`` is handed to ``build_view`` by whoever renders the page (the plugin, ``harness report``)."""
+``Job.report`` is handed to ``build_view`` by whoever renders the page (the plugin, ``harness report``), with
+every kind's per-GPU columns (``KindReports``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Callable, Sequence
 
 from markupsafe import Markup
 
+from harness.jobs.job import Job
 from harness.report.outcomes import SessionTest
 
 
@@ -24,5 +26,20 @@ class KindSection:
 
 
 SectionBuilder = Callable[[dict, list[SessionTest]], KindSection]
-"""What a kind hands the report: (the run's header, its tests) -> its section."""
-KindSections = Sequence[SectionBuilder]
+"""A kind's section builder: (the run's header, its tests) -> its section."""
+GpuColumn = tuple[str, str]
+"""(check key, column label) of a kind's per-GPU figure on the page's GPU table."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KindReports:
+    """What the session's kinds hand the page, in their order: each one's section (``Job.report``) and its per-GPU
+    columns (``Job.gpu_columns``)."""
+
+    sections: tuple[SectionBuilder, ...] = ()
+    gpu_columns: tuple[GpuColumn, ...] = ()
+
+    @classmethod
+    def of(cls, jobs: Sequence[Job]) -> KindReports:
+        return cls(sections=tuple(job.report for job in jobs if job.report is not None),
+                   gpu_columns=tuple(column for job in jobs for column in job.gpu_columns))
