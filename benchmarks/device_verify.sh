@@ -23,6 +23,8 @@
 #                      2 % all-reduce floor begin to fail?), one session each
 #   reference          a bare DDP loop on every GPU (benchmarks/reference_loop.py), beside the sessions' figures
 #   selftest           harness selftest --rows foreign_load,hidden_gpu (the headline must name the GPU)
+#   soak               the soak alone, with the node-shape and GPU-state tests, for SOAK_DURATION (default 2m): the
+#                      burn-in's launch, windows and decay check on every GPU
 #   host-confirm       the host-link tests against a copy of the profiles whose GPU-to-host floor is 80 GB/s (a
 #                      healthy link reads ~55: a miss in doubt), so the confirm-before-FAIL path runs on the GPUs:
 #                      two re-measures of the host-link part alone, then "FAIL, confirmed 2 of 2"
@@ -79,6 +81,7 @@ for step in "$@"; do
                 --configs resnet50:bf16:256 bert_large:bf16:128 --seconds 5 --output /tmp/v/reference.json \
                 > /tmp/v/reference.log 2>&1
             { echo "== bare DDP loop, $gpus GPUs"; cat /tmp/v/reference.json; } >> "$out/verify.txt" 2>&1 ;;
+        soak) session soak -k "soak or node_shape or gpu_state" --soak "${SOAK_DURATION:-2m}" ;;
         selftest)
             start=$SECONDS
             python3 -m harness selftest --rows foreign_load,hidden_gpu > /tmp/v/selftest.log 2>&1
