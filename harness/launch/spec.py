@@ -1,4 +1,5 @@
-"""What to launch: the benchmark, the all-reduce sweep and the soak, each with its ``LaunchSettings``.
+"""What to launch: the launch settings every spec holds (``LaunchSettings``), what the launcher asks of a spec
+(``LaunchedSpec``), and the DDP benchmark's spec; a kind's own spec lives in its folder (harness/kinds/<kind>/).
 
 The defaults of a launch and of a measurement live in harness/durations.py and nowhere else. A spec is validated
 when it is made (a ValueError naming the field and what it allows) and resolves into the plan its
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.durations import (CI_BLOCK_SECONDS, COMPUTE_PROBE_STEPS, MAX_SECONDS, MEASURE_SECONDS, MIN_MEASURE_STEPS,
@@ -19,9 +20,11 @@ from harness.durations import (CI_BLOCK_SECONDS, COMPUTE_PROBE_STEPS, MAX_SECOND
                                default_max_measure_seconds, max_warmup_seconds)
 from harness.cases import CaseId
 from harness.records import Scaling
-from harness.workloads.busbw import GIB, MIB, message_sizes
-from harness.workloads.plan import AllReducePlan, BenchmarkPlan, CasePlan, Device, SoakPlan
+from harness.workloads.plan import BenchmarkPlan, CasePlan, Device, SoakPlan
 from harness.workloads.soak_windows import window_seconds
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 DEVICES = ("cuda", "cpu")
 SCALINGS = ("weak", "strong")
@@ -110,12 +113,22 @@ class LaunchSettings:
 
 
 class LaunchedSpec:
-    """The launch layout every spec answers for, read from its ``launch`` settings."""
+    """What the launcher asks of every spec, whatever its kind (harness/launch/command.py names none): its launch
+    layout, read from its ``launch`` settings; the module its ranks run; its case id; the plan it resolves into."""
 
     __slots__ = ()
     launch: LaunchSettings
     worker_module: ClassVar[str]
     """The module torchrun runs: ``python -m <worker_module> --plan plan.json``."""
+
+    @property
+    def case_id(self) -> str:
+        """Its name in the run directory and the run id: ``allreduce-4gpu``."""
+        raise NotImplementedError
+
+    def plan(self, run_dir: Path, run_id: str) -> DataclassInstance:
+        """What its worker module runs, every default resolved (a dataclass: harness/workloads/plan.py writes it)."""
+        raise NotImplementedError
 
     @property
     def gpus_per_node(self) -> int:
@@ -234,36 +247,6 @@ class BenchmarkSpec(LaunchedSpec):
 
     def plan(self, run_dir: Path, run_id: str) -> BenchmarkPlan:
         return BenchmarkPlan(cases=(self.case_plan(run_dir, run_id),))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AllReduceSpec(LaunchedSpec):
-    """One all-reduce sweep on the launch's GPUs (or CPU ranks)."""
-
-    worker_module: ClassVar[str] = "harness.kinds.interconnect.worker"
-    launch: LaunchSettings
-    min_bytes: int = 1 * MIB
-    max_bytes: int = 8 * GIB
-    factor: int = 2
-    target_seconds: float = 0.2
-    """Timed seconds per message size."""
-    warmup_iters: int = 3
-    """Untimed all-reduces per size, whose time sets the timed iteration count."""
-
-    def __post_init__(self) -> None:
-        check_positive_seconds(self, "target_seconds")
-        if self.warmup_iters < 1:
-            raise ValueError(f"warmup_iters must be >= 1, got {self.warmup_iters}")
-        message_sizes(self.min_bytes, self.max_bytes, self.factor)  # raises ValueError naming the values
-
-    @property
-    def case_id(self) -> str:
-        return f"allreduce-{self.gpus_per_node}gpu"
-
-    def plan(self, run_dir: Path, run_id: str) -> AllReducePlan:
-        return AllReducePlan(device=self.device, min_bytes=self.min_bytes, max_bytes=self.max_bytes, factor=self.factor,
-                             target_seconds=self.target_seconds, warmup_iters=self.warmup_iters, run_dir=Path(run_dir),
-                             run_id=run_id)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
