@@ -20,8 +20,7 @@ from harness.durations import (CI_BLOCK_SECONDS, COMPUTE_PROBE_STEPS, MAX_SECOND
                                default_max_measure_seconds, max_warmup_seconds)
 from harness.cases import CaseId
 from harness.records import Scaling
-from harness.workloads.plan import BenchmarkPlan, CasePlan, Device, SoakPlan
-from harness.workloads.soak_windows import window_seconds
+from harness.workloads.plan import BenchmarkPlan, CasePlan, Device
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -83,7 +82,7 @@ class LaunchSettings:
     device: Device = "cuda"
     """cuda (NCCL) or cpu (gloo ranks: the self-check profile)."""
     timeout_s: float = TIMEOUT_SECONDS
-    """Hard cap on the whole launch (seconds); the soak derives its own from its duration."""
+    """Hard cap on the whole launch (seconds); a kind may derive its own (the soak's, from its duration)."""
     setup_timeout_s: float = SETUP_TIMEOUT_SECONDS
     """Bound for what has no expected time: imports, NCCL init, model build, the first warmup block
     (cuDNN autotuning, torch.compile)."""
@@ -247,42 +246,3 @@ class BenchmarkSpec(LaunchedSpec):
 
     def plan(self, run_dir: Path, run_id: str) -> BenchmarkPlan:
         return BenchmarkPlan(cases=(self.case_plan(run_dir, run_id),))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SoakSpec(LaunchedSpec):
-    """One soak: a training case on the launch's GPUs for ``duration_s``."""
-
-    worker_module: ClassVar[str] = "harness.kinds.soak.worker"
-    model: str
-    precision: str
-    batch_size_per_gpu: int
-    duration_s: float
-    launch: LaunchSettings
-    warmup_seconds: float = WARMUP_SECONDS
-    window_s: float | None = None
-    """None: window_seconds(duration_s)."""
-
-    def __post_init__(self) -> None:
-        check_model_and_precision(self.model, self.precision)
-        if self.batch_size_per_gpu < 1:
-            raise ValueError(f"batch_size_per_gpu must be >= 1, got {self.batch_size_per_gpu}")
-        check_positive_seconds(self, "duration_s", "warmup_seconds")
-
-    @property
-    def window(self) -> float:
-        return self.window_s if self.window_s is not None else window_seconds(self.duration_s)
-
-    @property
-    def timeout_s(self) -> float:
-        """The whole soak, its warmup, start-up and one window of slack (hang detection acts sooner)."""
-        return self.duration_s + self.window + 4 * self.warmup_seconds + self.launch.setup_timeout_s
-
-    @property
-    def case_id(self) -> str:
-        return f"soak-{self.model}-{self.precision}-{self.gpus_per_node}gpu"
-
-    def plan(self, run_dir: Path, run_id: str) -> SoakPlan:
-        return SoakPlan(model=self.model, precision=self.precision, batch_size_per_gpu=self.batch_size_per_gpu,
-                        device=self.device, duration_seconds=self.duration_s, window_seconds=self.window,
-                        warmup_seconds=self.warmup_seconds, run_dir=Path(run_dir), run_id=run_id)

@@ -33,9 +33,6 @@ FOLLOW_ON_FILE = "more{number}.json"
 the launcher beside plan.json, numbered from 1; one with no cases ends the launch."""
 RECORD_FILE = "record.json"
 """The benchmark's run record (harness/records.py), in each case's directory."""
-SOAK_RESULT_FILE = "soak.json"
-SOAK_PROGRESS_FILE = "soak_windows.json"
-"""The soak's windows so far, rewritten after every window: a soak that dies still shows how far it got."""
 
 
 PRESTART_WAIT_ENV = "HARNESS_PRESTART_WAIT_S"
@@ -119,21 +116,6 @@ class BenchmarkPlan:
     """After its cases, how long the launch waits for a follow-on plan (FOLLOW_ON_FILE) before it ends; 0: it
     ends at once. A holding launch keeps its processes, warm (cuDNN's autotuned algorithms, the GPUs' clocks),
     for cases the launcher decides on only after it has read these cases' records (re-measures, issue 28)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SoakPlan:
-    """One burn-in: a training case for ``duration_seconds``, in windows of ``window_seconds``."""
-
-    model: str
-    precision: str
-    batch_size_per_gpu: int
-    device: Device
-    duration_seconds: float
-    window_seconds: float
-    warmup_seconds: float
-    run_dir: Path
-    run_id: str
 
 
 Plan = TypeVar("Plan", bound="DataclassInstance")
