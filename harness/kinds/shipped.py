@@ -1,8 +1,10 @@
 """Every kind of job the harness ships, in the order their tests' names are required, assembled here, above
 the plugin and the report, which import none of them (issue 29).
 
-The plugin registers this module as a pytest plugin by name (harness/plugin/levels.py ``SHIPPED_KINDS``): its
-``pytest_harness_jobs`` hands the list in first, as a site's conftest hands in its own after it.
+The plugin registers this module as a pytest plugin by name (harness/plugin/levels.py ``SHIPPED_KINDS``) as it
+declares its options, before pytest reads the command line: its ``pytest_addoption`` declares the kinds' own options
+(``Job.options``), its ``pytest_harness_jobs`` hands the list in first, as a site's conftest hands in its own after
+it.
 ``harness report`` (harness/cli.py) renders a run directory with ``report_sections()``.
 """
 
@@ -13,6 +15,7 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from harness.jobs.job import Job
+from harness.plugin.options import add_job_options
 from harness.kinds.components.job import COMPONENTS
 from harness.kinds.ddp_scaling.job import DDP_SCALING
 from harness.kinds.gpu_state.job import GPU_STATE
@@ -27,6 +30,12 @@ JOBS: tuple[Job, ...] = (NODE_SHAPE, GPU_STATE, TOPOLOGY, COMPONENTS, DDP_SCALIN
 def report_sections(jobs: Sequence[Job] = JOBS) -> tuple[Callable[[dict, list[Any]], Any], ...]:
     """The page's kind sections (harness/report/sections/kind.py ``KindSection``), in the jobs' order."""
     return tuple(job.report for job in jobs if job.report is not None)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The shipped kinds' own options (``Job.options``: the soak's ``--soak``), declared as the plugin registers
+    this module, before pytest reads the command line (harness/plugin/levels.py register_shipped_kinds)."""
+    add_job_options(parser, JOBS)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,7 +12,7 @@ from typing import ClassVar
 from harness.durations import WARMUP_SECONDS
 from harness.kinds.soak.plan import SoakPlan
 from harness.launch.spec import LaunchedSpec, LaunchSettings, check_model_and_precision, check_positive_seconds
-from harness.workloads.soak_windows import window_seconds
+from harness.kinds.soak.windows import window_seconds
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
