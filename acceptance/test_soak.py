@@ -11,7 +11,7 @@ import pytest
 
 def test_soak(harness):
     """The whole duration on every GPU: no throttling, no new ECC errors, no throughput decay."""
-    if harness.options.soak_duration_s is None:
+    if harness.runner("soak").duration_s is None:
         pytest.skip("burn-in runs only with --soak DURATION (e.g. --soak 4h)")
     result = harness.keep(harness.runner("soak").run_soak())
     harness.assert_passed(result)

@@ -89,7 +89,8 @@ DEFINITIONS: dict[str, Definition] = {
         family="allreduce", id="2026-11-21",
         summary="nccl-tests' bus bandwidth of torch.distributed all_reduce, 1 MiB to the largest size the GPUs hold, "
                 "x2 per step, 0.2 s timed per size, CUDA events",
-        sources=("harness/kinds/interconnect/worker.py", "harness/workloads/busbw.py"),
+        sources=("harness/kinds/interconnect/worker.py", "harness/kinds/interconnect/busbw.py",
+                 "harness/workloads/units.py"),
         # write_json_atomic imported from files.py: figure unchanged. Then (issue 28) the sweep's launch may start with
         # the session (launch/prestart.py): its workers import torch and wait for the plan touching no GPU, then sweep
         # exactly as before. Figure unchanged: shown on one 4 x H100 host, the same session with and without it
@@ -98,7 +99,11 @@ DEFINITIONS: dict[str, Definition] = {
         # Then a refactor only (issue 29 item 2): the worker moved to the interconnect kind's folder, its module path
         # and the name its plan argument reports changed with it; the code is otherwise the same statement for
         # statement (802ef4456c05b4d5 with the old path and name).
-        fingerprint="ecfa1c299b318e79"),
+        # Then a refactor only (issue 29 item 2): workloads/busbw.py moved to the interconnect kind's folder as
+        # kinds/interconnect/busbw.py, its MIB and GIB to workloads/units.py (shared with the components' launch, and
+        # listed here since the sweep's sizes are counted in them), the sweep's plan to kinds/interconnect/plan.py; the
+        # code is otherwise the same statement for statement (ecfa1c299b318e79 with the old paths and names).
+        fingerprint="e3976ff589d9180f"),
 }
 
 

@@ -114,6 +114,40 @@ def test_contradictory_levels_are_usage_errors(suite, args, message):
     result.stderr.fnmatch_lines([message])
 
 
+SITE_OPTION_JOB = """
+from harness.jobs.job import Job, JobOption
+from harness.plugin.options import add_job_options
+
+JOB = Job(name="site check", tests=("test_site_check",), level="quick", required=lambda need: ["test_site_check"],
+          options=(JobOption(name="site-scratch", metavar="PATH", help="the scratch file system", parse=str.upper),))
+
+def pytest_addoption(parser):
+    add_job_options(parser, [JOB])
+
+def pytest_harness_jobs(config):
+    return [JOB]
+"""
+READS_ITS_OPTION = "def test_site_check(harness):\n    assert harness.options.of('site-scratch') == '/SCRATCH'\n"
+
+
+def test_a_sites_job_declares_and_reads_its_own_option_as_the_soak_does(suite, pytester):
+    """Job.options: the plugin parses a kind's own option (``--soak``, or a site's) once and names none of them."""
+    run, _ = suite
+    pytester.makeconftest(SITE_OPTION_JOB)
+    pytester.makepyfile(test_site=READS_ITS_OPTION)
+    run("test_site.py", "--harness-site-scratch", "/scratch").assert_outcomes(passed=1)
+
+
+def test_a_sites_option_never_declared_is_a_usage_error(suite, pytester):
+    run, _ = suite
+    pytester.makeconftest(SITE_OPTION_JOB.replace("def pytest_addoption(parser):\n    add_job_options(parser, [JOB])\n",
+                                                  ""))
+    pytester.makepyfile(test_site=READS_ITS_OPTION)
+    result = run("test_site.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*job 'site check': its option --harness-site-scratch was never declared*"])
+
+
 SITE_PARAMS_JOB = """
 from harness.jobs.job import Job
 

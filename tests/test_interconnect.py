@@ -18,7 +18,7 @@ from harness.jobs.job import allreduce_widths
 from harness.kinds.interconnect.launch import AllReduceRun, run_allreduce
 from harness.kinds.components.launch import ComponentsRun
 from harness.launch.command import prepare_launch
-from harness.launch.spec import AllReduceSpec, LaunchSettings
+from harness.launch.spec import LaunchSettings
 from harness.node.hardware import GpuInfo
 from harness.node.cpu_features import runs_in_virtual_machine
 from harness.node.topology import read_topology, why_no_nvlink
@@ -27,8 +27,11 @@ from harness.kinds.interconnect.runner import InterconnectRuns
 from harness.profile.bounds import InterconnectBounds, TopologyBounds
 from harness.kinds.interconnect import worker as interconnect
 from harness.kinds.interconnect.worker import check_allreduce, expected_sum, fill_pattern, pattern_values
-from harness.workloads.busbw import GIB, MIB, bus_bandwidth_gbps, default_max_bytes, iterations_for, message_sizes
-from harness.workloads.plan import AllReducePlan, read_plan
+from harness.kinds.interconnect.busbw import bus_bandwidth_gbps, default_max_bytes, iterations_for, message_sizes
+from harness.kinds.interconnect.plan import AllReducePlan
+from harness.kinds.interconnect.spec import AllReduceSpec
+from harness.workloads.plan import read_plan
+from harness.workloads.units import GIB, MIB
 from harness.results.job import Failure
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.profiles import cpu_test_profile

@@ -375,6 +375,45 @@ def test_a_kind_folder_imports_no_other_kind_folder():
     assert offenders == []
 
 
+SHARED_SPECS_AND_PLANS = {"LaunchSettings", "LaunchedSpec", "BenchmarkSpec", "BenchmarkPlan", "CasePlan", "ModelSpec"}
+"""What launch/ and workloads/ may define of specs and plans: what every kind's launch shares, and the DDP
+benchmark's own (its worker is workloads/ddp.py; ModelSpec, the models every training worker builds)."""
+
+
+def test_a_kinds_spec_and_plan_live_in_its_folder():
+    """Issue 29 item 2: launch/ and workloads/ hold only the launch machinery every kind shares; a kind's spec,
+    plan and arithmetic are in its folder (kinds/<kind>/spec.py, plan.py), and the launcher asks a spec only what
+    ``LaunchedSpec`` offers, so nothing in launch/ or workloads/ names a kind's spec or plan."""
+    defined = {f"{name}.{node.name}" for name, path in MODULES.items()
+               if str(path.relative_to(PACKAGE.parent)).startswith(("harness/launch/", "harness/workloads/"))
+               for node in ast.parse(path.read_text()).body
+               if isinstance(node, ast.ClassDef) and node.name.endswith(("Spec", "Plan", "Settings"))}
+    assert {name.rpartition(".")[2] for name in defined} <= SHARED_SPECS_AND_PLANS, defined
+    from harness.kinds import shipped  # noqa: F401 - every kind's spec imported
+    from harness.launch.spec import LaunchedSpec
+
+    def subclasses(kind: type) -> list[type]:  # a slotted dataclass leaves its first class behind: by name
+        return [sub for direct in kind.__subclasses__() for sub in (direct, *subclasses(direct))]
+
+    elsewhere = {f"{spec.__module__}.{spec.__name__}" for spec in subclasses(LaunchedSpec)
+                 if not spec.__module__.startswith(KINDS + ".")}
+    assert elsewhere == {"harness.launch.spec.BenchmarkSpec"}
+
+
+def test_the_plugin_declares_no_kinds_own_option():
+    """A kind's own option (``Job.options``: the soak's ``--soak``) is declared and parsed through its Job: the
+    plugin spells none of them (issue 29)."""
+    from harness.kinds import shipped
+
+    spellings = {spelling for job in shipped.JOBS for option in job.options
+                 for spelling in (option.name, option.short, f"--harness-{option.name}", f"harness_{option.name}")}
+    assert spellings
+    offenders = [f"{name}:{node.lineno}: {node.value!r}" for name, path in MODULES.items()
+                 if name.startswith("harness.plugin") for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Constant) and node.value in spellings]
+    assert offenders == []
+
+
 WORKER_MUST_NOT_LOAD = ("harness.plugin", "harness.report", "harness.checks", "harness.fleet", "harness.kinds.shipped",
                         "pytest")
 """What a kind's torchrun worker must not load: it runs inside torchrun on every rank, where the launcher's side,

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from harness.kinds.soak.launch import progress_line, reporting_progress
-from harness.launch.spec import LaunchSettings, SoakSpec
+from harness.kinds.soak.spec import SoakSpec
+from harness.launch.spec import LaunchSettings
 from harness.node.cpu_features import native_bf16_flag
 from harness.profile.load import load_profile
-from harness.workloads.plan import SOAK_PROGRESS_FILE
+from harness.kinds.soak.plan import SOAK_PROGRESS_FILE
 from test_plugin import PROFILE, suite  # noqa: F401 - the fixture
 
 pytest_plugins = ["pytester"]

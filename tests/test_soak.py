@@ -10,10 +10,10 @@ import pytest
 
 from harness.kinds.soak.checks import soak_checks
 from harness.kinds.soak.launch import SoakRun
-from harness.kinds.soak.windows import throughput_decay
-from harness.launch.spec import LaunchSettings, SoakSpec
+from harness.kinds.soak.windows import parse_duration, throughput_decay, window_seconds
+from harness.kinds.soak.spec import SoakSpec
+from harness.launch.spec import LaunchSettings
 from harness.profile.bounds import CaseBounds, SoakBounds
-from harness.workloads.soak_windows import parse_duration, window_seconds
 from harness.results.job import Failure
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.sampling import drive

@@ -111,6 +111,32 @@ class KindRunner:
         return {}
 
 
+@dataclass(frozen=True, kw_only=True)
+class JobOption:
+    """A command-line option a kind of job declares for itself: ``--harness-NAME``, and its short spelling in
+    acceptance sessions. The plugin declares it before pytest reads the command line (harness/plugin/options.py
+    ``add_job_options``, which the shipped kinds' pytest_addoption calls, as a site's conftest does for its own),
+    parses it once at the session's start and hands the value to the kind (``HarnessOptions.of(name)``)."""
+
+    name: str
+    """``soak``: ``--harness-soak``, read as ``options.of("soak")``."""
+    short: str | None = None
+    """``--soak``: the spelling the README uses, in acceptance sessions only (other suites may use the name)."""
+    metavar: str | None = None
+    help: str = ""
+    parse: Callable[[str], Any] = str
+    """The text given (never empty) -> its value; a ValueError's message is the usage error, said as it is."""
+    sets_level: bool = False
+    """Given, the session runs at its job's level; that level asked for (``--level``) needs it given."""
+    needed: str = ""
+    """With ``sets_level``: the usage error when its job's level is asked for without it."""
+
+    @property
+    def flag(self) -> str:
+        """How the usage errors spell it: ``--soak``."""
+        return self.short or f"--harness-{self.name}"
+
+
 RESERVED_SECTIONS = frozenset({
     "run_id", "run_dir", "started_at", "finished_at", "profile", "hardware", "command_line", "harness_version",
     "slurm", "git_commit", "container", "stack", "definitions", "overrides", "expected_environment",
@@ -156,6 +182,9 @@ class Job:
     """Its per-GPU figures on the page's GPU table (harness/report/sections/gpus.py): (check key, column label), in
     column order. A check of one of these keys that judged one GPU fills that GPU's cell; a key no job names is not
     a column."""
+    options: tuple[JobOption, ...] = ()
+    """Its own command-line options (the soak's ``--soak DURATION``), declared before pytest reads the command
+    line: by harness/kinds/shipped.py for the shipped kinds, by a site's pytest_addoption for its own."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -166,6 +195,10 @@ class Job:
             raise ValueError(f"job {self.name!r} has a runner but no section: name its key in session.json")
         if self.order not in (None, "first", "last"):
             raise ValueError(f"job {self.name!r}: order {self.order!r} is not 'first', 'last' or None")
+        for option in self.options:
+            if option.sets_level and not option.needed:
+                raise ValueError(f"job {self.name!r}: option {option.flag} sets the level {self.level}: say in its "
+                                 "'needed' what that level asked for without it is refused with")
         if self.section in RESERVED_SECTIONS:
             raise ValueError(f"job {self.name!r}: section {self.section!r} is one of session.json's own keys; "
                              "choose another name")

@@ -2,7 +2,8 @@
 the c10d rendezvous.
 
 Every worker module is started the same way: ``python -m torch.distributed.run ... -m <module>
---plan <run_dir>/plan.json``, the spec's plan written once beside it (harness/workloads/plan.py).
+--plan <run_dir>/plan.json``, the spec's plan written once beside it (harness/workloads/plan.py); a spec of any
+kind says its module and its plan (harness/launch/spec.py ``LaunchedSpec``), so nothing here names a kind.
 Every process of a launch carries ``HARNESS_RUN_ID`` in its environment: the cleanup finds them
 by it (harness/launch/cleanup.py).
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from harness.launch import slurm
 from harness.node.process_tags import RUN_ID_ENV
 from harness.results.overrides import HARNESS_SET_ENV
-from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
+from harness.launch.spec import BenchmarkSpec, LaunchedSpec, LaunchSettings
 from harness.workloads.plan import PLAN_FILE, write_plan
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,7 @@ class Rendezvous:
     run_id: str
 
 
-def make_run_id(spec: BenchmarkSpec) -> str:
+def make_run_id(spec: LaunchedSpec) -> str:
     return f"{spec.case_id}-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
 
 
@@ -59,14 +60,14 @@ def worker_command(module: str, plan_path: Path, launch: LaunchSettings,
     return [*torchrun_prefix(launch.gpus_per_node, launch.nodes, rendezvous), "-m", module, "--plan", str(plan_path)]
 
 
-def launch_command(spec: BenchmarkSpec | AllReduceSpec | SoakSpec, run_dir: Path,
+def launch_command(spec: LaunchedSpec, run_dir: Path,
                    rendezvous: Rendezvous | None = None) -> list[str]:
     """The torchrun command that runs the plan <run_dir>/plan.json of ``spec`` (written by prepare_launch, or
     later for a launch started before its turn: harness/launch/prestart.py)."""
     return worker_command(spec.worker_module, Path(run_dir) / PLAN_FILE, spec.launch, rendezvous)
 
 
-def prepare_launch(spec: BenchmarkSpec | AllReduceSpec | SoakSpec, run_dir: Path, run_id: str,
+def prepare_launch(spec: LaunchedSpec, run_dir: Path, run_id: str,
                    rendezvous: Rendezvous | None = None) -> list[str]:
     """Write ``spec``'s plan to <run_dir>/plan.json and return the torchrun command that runs it."""
     write_plan(Path(run_dir) / PLAN_FILE, spec.plan(Path(run_dir), run_id))

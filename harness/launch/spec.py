@@ -1,4 +1,5 @@
-"""What to launch: the benchmark, the all-reduce sweep and the soak, each with its ``LaunchSettings``.
+"""What to launch: the launch settings every spec holds (``LaunchSettings``), what the launcher asks of a spec
+(``LaunchedSpec``), and the DDP benchmark's spec; a kind's own spec lives in its folder (harness/kinds/<kind>/).
 
 The defaults of a launch and of a measurement live in harness/durations.py and nowhere else. A spec is validated
 when it is made (a ValueError naming the field and what it allows) and resolves into the plan its
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.durations import (CI_BLOCK_SECONDS, COMPUTE_PROBE_STEPS, MAX_SECONDS, MEASURE_SECONDS, MIN_MEASURE_STEPS,
@@ -19,9 +20,10 @@ from harness.durations import (CI_BLOCK_SECONDS, COMPUTE_PROBE_STEPS, MAX_SECOND
                                default_max_measure_seconds, max_warmup_seconds)
 from harness.cases import CaseId
 from harness.records import Scaling
-from harness.workloads.busbw import GIB, MIB, message_sizes
-from harness.workloads.plan import AllReducePlan, BenchmarkPlan, CasePlan, Device, SoakPlan
-from harness.workloads.soak_windows import window_seconds
+from harness.workloads.plan import BenchmarkPlan, CasePlan, Device
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 DEVICES = ("cuda", "cpu")
 SCALINGS = ("weak", "strong")
@@ -80,7 +82,7 @@ class LaunchSettings:
     device: Device = "cuda"
     """cuda (NCCL) or cpu (gloo ranks: the self-check profile)."""
     timeout_s: float = TIMEOUT_SECONDS
-    """Hard cap on the whole launch (seconds); the soak derives its own from its duration."""
+    """Hard cap on the whole launch (seconds); a kind may derive its own (the soak's, from its duration)."""
     setup_timeout_s: float = SETUP_TIMEOUT_SECONDS
     """Bound for what has no expected time: imports, NCCL init, model build, the first warmup block
     (cuDNN autotuning, torch.compile)."""
@@ -110,12 +112,22 @@ class LaunchSettings:
 
 
 class LaunchedSpec:
-    """The launch layout every spec answers for, read from its ``launch`` settings."""
+    """What the launcher asks of every spec, whatever its kind (harness/launch/command.py names none): its launch
+    layout, read from its ``launch`` settings; the module its ranks run; its case id; the plan it resolves into."""
 
     __slots__ = ()
     launch: LaunchSettings
     worker_module: ClassVar[str]
     """The module torchrun runs: ``python -m <worker_module> --plan plan.json``."""
+
+    @property
+    def case_id(self) -> str:
+        """Its name in the run directory and the run id: ``allreduce-4gpu``."""
+        raise NotImplementedError
+
+    def plan(self, run_dir: Path, run_id: str) -> DataclassInstance:
+        """What its worker module runs, every default resolved (a dataclass: harness/workloads/plan.py writes it)."""
+        raise NotImplementedError
 
     @property
     def gpus_per_node(self) -> int:
@@ -234,72 +246,3 @@ class BenchmarkSpec(LaunchedSpec):
 
     def plan(self, run_dir: Path, run_id: str) -> BenchmarkPlan:
         return BenchmarkPlan(cases=(self.case_plan(run_dir, run_id),))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AllReduceSpec(LaunchedSpec):
-    """One all-reduce sweep on the launch's GPUs (or CPU ranks)."""
-
-    worker_module: ClassVar[str] = "harness.kinds.interconnect.worker"
-    launch: LaunchSettings
-    min_bytes: int = 1 * MIB
-    max_bytes: int = 8 * GIB
-    factor: int = 2
-    target_seconds: float = 0.2
-    """Timed seconds per message size."""
-    warmup_iters: int = 3
-    """Untimed all-reduces per size, whose time sets the timed iteration count."""
-
-    def __post_init__(self) -> None:
-        check_positive_seconds(self, "target_seconds")
-        if self.warmup_iters < 1:
-            raise ValueError(f"warmup_iters must be >= 1, got {self.warmup_iters}")
-        message_sizes(self.min_bytes, self.max_bytes, self.factor)  # raises ValueError naming the values
-
-    @property
-    def case_id(self) -> str:
-        return f"allreduce-{self.gpus_per_node}gpu"
-
-    def plan(self, run_dir: Path, run_id: str) -> AllReducePlan:
-        return AllReducePlan(device=self.device, min_bytes=self.min_bytes, max_bytes=self.max_bytes, factor=self.factor,
-                             target_seconds=self.target_seconds, warmup_iters=self.warmup_iters, run_dir=Path(run_dir),
-                             run_id=run_id)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SoakSpec(LaunchedSpec):
-    """One soak: a training case on the launch's GPUs for ``duration_s``."""
-
-    worker_module: ClassVar[str] = "harness.kinds.soak.worker"
-    model: str
-    precision: str
-    batch_size_per_gpu: int
-    duration_s: float
-    launch: LaunchSettings
-    warmup_seconds: float = WARMUP_SECONDS
-    window_s: float | None = None
-    """None: window_seconds(duration_s)."""
-
-    def __post_init__(self) -> None:
-        check_model_and_precision(self.model, self.precision)
-        if self.batch_size_per_gpu < 1:
-            raise ValueError(f"batch_size_per_gpu must be >= 1, got {self.batch_size_per_gpu}")
-        check_positive_seconds(self, "duration_s", "warmup_seconds")
-
-    @property
-    def window(self) -> float:
-        return self.window_s if self.window_s is not None else window_seconds(self.duration_s)
-
-    @property
-    def timeout_s(self) -> float:
-        """The whole soak, its warmup, start-up and one window of slack (hang detection acts sooner)."""
-        return self.duration_s + self.window + 4 * self.warmup_seconds + self.launch.setup_timeout_s
-
-    @property
-    def case_id(self) -> str:
-        return f"soak-{self.model}-{self.precision}-{self.gpus_per_node}gpu"
-
-    def plan(self, run_dir: Path, run_id: str) -> SoakPlan:
-        return SoakPlan(model=self.model, precision=self.precision, batch_size_per_gpu=self.batch_size_per_gpu,
-                        device=self.device, duration_seconds=self.duration_s, window_seconds=self.window,
-                        warmup_seconds=self.warmup_seconds, run_dir=Path(run_dir), run_id=run_id)

@@ -39,6 +39,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     add_options(parser)
+    levels.register_shipped_kinds(pluginmanager)  # the kinds' own options (--soak), declared as it registers
     if ini_declares_acceptance(parser, pluginmanager):
         add_short_options(parser)
 
@@ -71,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     refuse_cache_options(config)
     jobs = levels.gather_jobs(config)  # a site's bad job is refused before anything starts
-    session = start_session(config, parse_options(config), jobs)
+    session = start_session(config, parse_options(config, jobs), jobs)
     config.stash[SESSION_KEY] = session
     if not session.collect_only:
         outcomes = SessionOutcomes(harness_session=session)

@@ -33,7 +33,8 @@ class HarnessTest:
 
     @property
     def options(self) -> HarnessOptions:
-        """What the command line asked (e.g. ``options.soak_duration_s``), parsed once per session."""
+        """What the command line asked (e.g. ``options.level``; a kind's own option, ``options.of("soak")``),
+        parsed once per session."""
         return self.session.ctx.options
 
     def runner(self, section: str) -> Any:

@@ -22,16 +22,18 @@ SHIPPED_KINDS = "harness.kinds.shipped"
 """The module whose ``pytest_harness_jobs`` hands in every kind the harness ships, registered by name."""
 
 
-def register_shipped_kinds(config: pytest.Config) -> None:
-    """Register the shipped kinds as a pytest plugin (once; ``-p harness.kinds.shipped`` did it already)."""
-    if not config.pluginmanager.has_plugin(SHIPPED_KINDS):
-        config.pluginmanager.import_plugin(SHIPPED_KINDS)
+def register_shipped_kinds(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register the shipped kinds as a pytest plugin (once; ``-p harness.kinds.shipped`` did it already). The
+    plugin's pytest_addoption calls this, so that their own options (their pytest_addoption, which pytest calls
+    on registration) are declared before the command line is read; gather_jobs again, in case it did not run."""
+    if not pluginmanager.has_plugin(SHIPPED_KINDS):
+        pluginmanager.import_plugin(SHIPPED_KINDS)
 
 
 def gather_jobs(config: pytest.Config) -> tuple[Job, ...]:
     """Every job ``pytest_harness_jobs`` returned, the harness's shipped kinds first (harness/kinds/shipped.py),
     then a site's; a bad one is a usage error."""
-    register_shipped_kinds(config)
+    register_shipped_kinds(config.pluginmanager)
     try:
         # A Job refuses a bad declaration as it is made (an unknown level, a reserved section): inside the hook.
         added = [job for returned in config.hook.pytest_harness_jobs(config=config) for job in (returned or ())]

@@ -2,7 +2,9 @@
 
 Every option is ``--harness-NAME`` (read from ``dest`` ``harness_NAME``); the everyday ones also have
 the short spelling the README uses (``--gpus``, ``--soak``), in acceptance sessions only (add_options
-says why). ``parse_options`` reads them all once, at
+says why). A kind of job declares its own (``Job.options``: the soak's ``--soak``) through add_job_options,
+which the shipped kinds call from their pytest_addoption (harness/kinds/shipped.py). ``parse_options`` reads
+them all once, at
 session start, into one frozen ``HarnessOptions``: a bad value is a ``pytest.UsageError`` naming the
 option, raised before any benchmark starts. Nothing after that calls ``config.getoption``.
 """
@@ -10,9 +12,9 @@ option, raised before any benchmark starts. Nothing after that calls ``config.ge
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, Sequence
 
 import pytest
 
@@ -20,11 +22,9 @@ from harness.catalog import MODELS, PRECISIONS
 from harness.fleet.session_end import PROMETHEUS_ENV, STORE_ENV
 from harness.launch.spec import check_window
 from harness.durations import STALL_FACTOR, STALL_FLOOR_SECONDS, TELEMETRY_PERIOD_SECONDS
-from harness.jobs.job import LEVELS
+from harness.jobs.job import LEVELS, Job, JobOption, level_rank
 from harness.profile.bounds import Profile
 from harness.workloads.compilecache import CacheDirError, default_cache_root, prepare_cache_root
-from harness.durations import MAX_SECONDS
-from harness.workloads.soak_windows import MIN_WINDOWS, parse_duration, window_seconds
 
 PREFIX = "harness"
 """``--harness-NAME`` on the command line, ``harness_NAME`` as the argparse dest."""
@@ -81,20 +81,25 @@ class HarnessOptions:
     compile_cache: Path | None = None
     """Where torch.compile keeps its caches; with --harness-compile always set: the option's, else the
     per-user cache directory (harness/workloads/compilecache.py default_cache_root)."""
-    soak_duration_s: float | None = None
-    """None: no soak (the soak test is skipped)."""
+    job_options: Mapping[str, Any] = field(default_factory=dict)
+    """Each kind's own options (``Job.options``) by name, parsed: None where not given (read with ``of``)."""
     store: Path | None = None
     """The fleet's history store this session is added to; None: $HARNESS_STORE, else REPORT_DIR/history.sqlite."""
     prometheus_dir: Path | None = None
     """node_exporter's textfile directory; None: $HARNESS_PROMETHEUS_DIR, else not written."""
     level: str = "standard"
-    """quick, standard or long (one of LEVELS): which tests run; long with --soak, and --soak means long."""
+    """quick, standard or long (one of LEVELS): which tests run; a kind's option that sets a level (--soak: long)
+    means that level, and that level needs it."""
     allow_fault_injection: bool = False
     """HARNESS_FAULT may be set (the harness's own self-tests); otherwise a session with it is refused."""
     calibration: bool = False
     """A session whose figures are for ``harness calibrate-fit``: no confirm-before-FAIL re-measures (the fit
     takes each case's first measurement), the all-reduce sweep runs where the profile has no bound for it
     yet, and the verdict is never a sign-off."""
+
+    def of(self, name: str) -> Any:
+        """The value of a kind's own option ``--harness-NAME`` (``Job.options``); None where it was not given."""
+        return self.job_options.get(name)
 
     def starts_early(self, device: str) -> bool:
         """Whether the session starts its launches with the session (``prestart``): auto on GPUs only."""
@@ -180,9 +185,6 @@ def add_options(parser: pytest.Parser) -> None:
          help="a calibration session on a healthy node, for `harness calibrate-fit` (docs/calibration.md): no "
               "re-measures before a FAIL, only of a window that never settled; the all-reduce measured where the "
               "profile has no bound for it yet; never a sign-off")
-    _add(group, "soak", "--soak", metavar="DURATION",
-         help="burn-in: train the profile's most compute-heavy case on every GPU for DURATION "
-              "(e.g. 4h, 30m, 90s) with telemetry on; the soak test is skipped without it")
     _add(group, "level", "--level", choices=LEVELS, metavar="LEVEL",
          help="quick: node shape, GPU state, GEMM, memory, host and peer bandwidth, topology (minutes: a "
               "Slurm prolog/epilog or nightly check); standard (default): quick + the DDP matrix + all-reduce; "
@@ -193,6 +195,16 @@ def add_options(parser: pytest.Parser) -> None:
     _add(group, "prometheus-dir", metavar="DIR",
          help="also write the session's verdict and figures to DIR/harness_acceptance.prom, for "
               f"node_exporter's textfile collector (default: ${PROMETHEUS_ENV}, else not written)")
+
+
+def add_job_options(parser: pytest.Parser, jobs: Sequence[Job]) -> None:
+    """The options the ``jobs`` declare for themselves (``Job.options``), as every ``--harness-*`` option: called
+    from a pytest_addoption, before pytest reads the command line (harness/kinds/shipped.py for the shipped
+    kinds; a site's conftest for its own), and before add_short_options, which adds their short spellings."""
+    group = parser.getgroup("harness", "GPU acceptance harness")
+    for job in jobs:
+        for option in job.options:
+            _add(group, option.name, *filter(None, (option.short,)), metavar=option.metavar, help=option.help)
 
 
 def add_short_options(parser: pytest.Parser) -> None:
@@ -240,10 +252,12 @@ def ini_declares_acceptance(parser: pytest.Parser, pluginmanager: pytest.PytestP
     return bool(config.getini("harness_acceptance"))
 
 
-def parse_options(config: pytest.Config) -> HarnessOptions:
-    """Every option, read and checked once; a bad value is a usage error naming it."""
+def parse_options(config: pytest.Config, jobs: Sequence[Job] = ()) -> HarnessOptions:
+    """Every option, the ``jobs``' own too, read and checked once; a bad value is a usage error naming it."""
     def get(name: str) -> Any:
         return config.getoption(f"{PREFIX}_{name}")
+
+    given = _given_job_options(config, jobs)
 
     thresholds_dir, compile = get("thresholds_dir"), bool(get("compile"))
     return HarnessOptions(
@@ -262,7 +276,7 @@ def parse_options(config: pytest.Config) -> HarnessOptions:
         ci_target=_ci_target(get("ci_target")), repeats=_repeats(get("repeats")), launch=get("launch"),
         prestart=get("prestart"),
         compile=compile, compile_cache=_compile_cache(get("compile_cache")) if compile else None,
-        soak_duration_s=_soak_duration(get("soak")), level=_level(get("level"), get("soak")),
+        job_options=_job_options(jobs, given), level=_level(get("level"), jobs, given),
         store=Path(get("store")) if get("store") else None,
         prometheus_dir=Path(get("prometheus_dir")) if get("prometheus_dir") else None,
         allow_fault_injection=bool(get("allow_fault_injection")), calibration=bool(get("calibration")),
@@ -354,33 +368,44 @@ def _expect_gpus(value: int | None) -> int | None:
         raise pytest.UsageError(f"--expect-gpus {value}: expected the number of GPUs the node has, >= 1, e.g. "
                                 "--expect-gpus 8")
     return value
-def _level(level: str | None, soak: str | None) -> str:
-    """The run level: as given, else long with --soak and standard without; the two must agree."""
+
+
+def _given_job_options(config: pytest.Config, jobs: Sequence[Job]) -> dict[str, str | None]:
+    """The text given for each of the jobs' own options (None: not given); one never declared is a usage error."""
+    given: dict[str, str | None] = {}
+    for job in jobs:
+        for option in job.options:
+            try:
+                given[option.name] = config.getoption(f"{PREFIX}_{option.name.replace('-', '_')}") or None
+            except ValueError:
+                raise pytest.UsageError(
+                    f"job {job.name!r}: its option --{PREFIX}-{option.name} was never declared; declare it from a "
+                    "pytest_addoption hook with harness.plugin.options.add_job_options(parser, [job])") from None
+    return given
+
+
+def _job_options(jobs: Sequence[Job], given: Mapping[str, str | None]) -> dict[str, Any]:
+    """Each job's own option parsed (``JobOption.parse``; a ValueError is the usage error), None where not given."""
+    parsed: dict[str, Any] = {}
+    for option in (option for job in jobs for option in job.options):
+        text = given.get(option.name)
+        try:
+            parsed[option.name] = option.parse(text) if text else None
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return parsed
+
+
+def _level(level: str | None, jobs: Sequence[Job], given: Mapping[str, str | None]) -> str:
+    """The run level: as given, else the highest a given option sets (``JobOption.sets_level``: --soak, long) and
+    standard without; the two must agree."""
+    setting: list[tuple[str, JobOption]] = [(job.level, option) for job in jobs for option in job.options
+                                            if option.sets_level]
     if level is None:
-        return "long" if soak else "standard"
-    if level == "long" and not soak:
-        raise pytest.UsageError("--level long runs the soak: give its duration too, e.g. --level long --soak 4h")
-    if level != "long" and soak:
-        raise pytest.UsageError(f"--soak runs at --level long, not --level {level}: drop one of the two")
+        return max((at for at, option in setting if given.get(option.name)), key=level_rank, default="standard")
+    for at, option in setting:
+        if level == at and not given.get(option.name):
+            raise pytest.UsageError(option.needed)
+        if level != at and given.get(option.name):
+            raise pytest.UsageError(f"{option.flag} runs at --level {at}, not --level {level}: drop one of the two")
     return level
-
-
-MIN_SOAK_S = 1.0
-"""The shortest --soak accepted: less is a typo (1e-7s), not a burn-in."""
-
-
-def _soak_duration(text: str | None) -> float | None:
-    """Seconds of soak; a usage error for one that overflows (``--soak 1e400h`` is inf, which failed the
-    node), runs past MAX_SECONDS, or is shorter than MIN_SOAK_S (``1e-7s`` counted as a burn-in; the soak
-    runs at least MIN_WINDOWS windows whatever it is given)."""
-    if not text:
-        return None
-    try:
-        seconds = parse_duration(text)
-    except ValueError as exc:
-        raise pytest.UsageError(f"--soak: {exc}") from None
-    if not MIN_SOAK_S <= seconds <= MAX_SECONDS:
-        raise pytest.UsageError(f"--soak {text}: {seconds:g} s; a soak lasts from {MIN_SOAK_S:g} s (it runs at least "
-                                f"{MIN_WINDOWS} windows of {window_seconds(0.0):g} s) to a week ({MAX_SECONDS:g} s), "
-                                "e.g. --soak 30m or --soak 4h")
-    return seconds

@@ -1,4 +1,5 @@
-"""From the profile and the command line to what is launched: one spec per benchmark, sweep or soak.
+"""From the profile and the command line to what is launched: the launch settings every kind's spec holds, and
+the DDP benchmark's spec (a kind's own spec is built in its folder, harness/kinds/<kind>/runner.py).
 
 The durations come from the profile's ``[run]`` table (harness.profile.bounds.RunSettings holds
 their defaults), overridden by the command line; the stall and telemetry settings from the
@@ -11,18 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.cases import CaseId
-from harness.launch.spec import AllReduceSpec, BenchmarkSpec, LaunchSettings, SoakSpec
+from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.plugin.context import SessionContext
 from harness.plugin.options import HarnessOptions
-from harness.workloads.busbw import MIB, default_max_bytes
 from harness.workloads.compilecache import cache_env, default_cache_root
-
-ALLREDUCE_SWEEP = {
-    # (smallest message bytes, size factor between messages, seconds timed per message)
-    "cuda": (MIB, 2, 0.2),
-    "cpu": (64 * 1024, 4, 0.1),  # gloo is slow: fewer, shorter steps keep the sweep to seconds
-}
-
 
 def compile_env(options: HarnessOptions) -> dict[str, str]:
     """The environment that keeps torch.compile's caches where the next run finds them."""
@@ -81,23 +74,3 @@ def benchmark_spec(ctx: SessionContext, case: CaseId, gpus_per_node: int | None 
         if run.max_measure_seconds else None,
         peak_tflops=ctx.profile.peak_tflops.get(case.precision), compile=options.compile, independent=independent,
         launch=launch_settings(ctx, gpus, nodes=case.nodes, extra_env=compile_env(options)))
-
-
-def allreduce_spec(ctx: SessionContext, gpus: int) -> AllReduceSpec:
-    """The all-reduce sweep on ``gpus`` GPUs (CPU ranks), up to what the smallest GPU's memory allows."""
-    memory_gib = min((gpu.memory_total_gib for gpu in ctx.hardware.gpus), default=None)
-    min_bytes, factor, target_seconds = ALLREDUCE_SWEEP[ctx.device]
-    return AllReduceSpec(min_bytes=min_bytes, max_bytes=default_max_bytes(ctx.device, memory_gib), factor=factor,
-                         target_seconds=target_seconds, launch=launch_settings(ctx, gpus))
-
-
-def soak_spec(ctx: SessionContext, model: str, precision: str) -> SoakSpec:
-    """The soak of ``model`` x ``precision`` on every GPU (on a CPU profile: its largest usable rank count)."""
-    profile, options = ctx.profile, ctx.options
-    bounds = profile.bounds(model, precision)
-    assert bounds is not None and options.soak_duration_s is not None
-    counts = [n for n in profile.gpu_counts if n <= ctx.available_gpus]
-    gpus = ctx.hardware.gpu_count if ctx.device == "cuda" else max(counts, default=1)
-    return SoakSpec(model=model, precision=precision, batch_size_per_gpu=bounds.batch_size_per_gpu,
-                    duration_s=options.soak_duration_s, warmup_seconds=warmup_seconds(ctx),
-                    launch=launch_settings(ctx, gpus))

@@ -39,7 +39,7 @@ from harness.exitcodes import EXIT_USAGE_ERROR
 from harness.records import RunRecord
 from harness.results.reading import clean_text
 from harness.tools.run_sets import CompareError, RunSet, load_run_set
-from harness.workloads.busbw import size_label
+from harness.kinds.interconnect.busbw import size_label
 
 
 def _case_order(case: CaseId) -> tuple[str, str, str, int, int]:

@@ -1,11 +1,11 @@
 """The plan: what a worker module runs, written once by the launcher and read once by every rank;
 and the files its rank 0 leaves for the launcher when it is done.
 
-``python -m harness.workloads.ddp --plan plan.json`` (likewise kinds.interconnect.worker and kinds.soak.worker;
-kinds.components.worker with its own plan, kinds/components/plan.py) is the only way a spec reaches a worker:
-the launcher's spec (harness/launch/spec.py, where the defaults live) resolves into one of these dataclasses,
-serialized to JSON in the run directory. A plan holds no defaults of its own: every value was decided by the
-spec.
+``python -m harness.workloads.ddp --plan plan.json`` (likewise kinds.interconnect.worker and kinds.soak.worker,
+whose plans are their kinds', kinds/<kind>/plan.py; kinds.components.worker with its own plan and reader,
+kinds/components/plan.py) is the only way a spec reaches a worker: the launcher's spec (harness/launch/spec.py, a
+kind's spec.py: where the defaults live) resolves into a plan dataclass, serialized to JSON in the run directory by
+write_plan. A plan holds no defaults of its own: every value was decided by the spec.
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from harness.records import Scaling
 from harness.files import write_json_atomic
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 Device = Literal["cuda", "cpu"]
 
@@ -30,10 +33,6 @@ FOLLOW_ON_FILE = "more{number}.json"
 the launcher beside plan.json, numbered from 1; one with no cases ends the launch."""
 RECORD_FILE = "record.json"
 """The benchmark's run record (harness/records.py), in each case's directory."""
-ALLREDUCE_RESULT_FILE = "allreduce.json"
-SOAK_RESULT_FILE = "soak.json"
-SOAK_PROGRESS_FILE = "soak_windows.json"
-"""The soak's windows so far, rewritten after every window: a soak that dies still shows how far it got."""
 
 
 PRESTART_WAIT_ENV = "HARNESS_PRESTART_WAIT_S"
@@ -119,37 +118,9 @@ class BenchmarkPlan:
     for cases the launcher decides on only after it has read these cases' records (re-measures, issue 28)."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class AllReducePlan:
-    """One all-reduce bus-bandwidth sweep: message sizes min_bytes, × factor, ... up to max_bytes."""
-
-    device: Device
-    min_bytes: int
-    max_bytes: int
-    factor: int
-    target_seconds: float
-    """Timed seconds per message size."""
-    warmup_iters: int
-    run_dir: Path
-    run_id: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SoakPlan:
-    """One burn-in: a training case for ``duration_seconds``, in windows of ``window_seconds``."""
-
-    model: str
-    precision: str
-    batch_size_per_gpu: int
-    device: Device
-    duration_seconds: float
-    window_seconds: float
-    warmup_seconds: float
-    run_dir: Path
-    run_id: str
-
-
-Plan = TypeVar("Plan", BenchmarkPlan, AllReducePlan, SoakPlan)
+Plan = TypeVar("Plan", bound="DataclassInstance")
+"""A plan of any kind: the DDP benchmark's (``BenchmarkPlan``, its cases nested) or a kind's own dataclass of
+plain fields (harness/kinds/<kind>/plan.py), which write_plan and read_plan take as they are."""
 
 
 def _to_json_value(value: Any) -> Any:
@@ -163,7 +134,7 @@ def _from_dict(kind: type, data: dict[str, Any]) -> Any:
     return kind(**{**data, "run_dir": Path(data["run_dir"])})
 
 
-def write_plan(path: Path, plan: BenchmarkPlan | AllReducePlan | SoakPlan) -> None:
+def write_plan(path: Path, plan: DataclassInstance) -> None:
     """``plan`` as JSON at ``path`` (atomically: every rank reads it)."""
     if isinstance(plan, BenchmarkPlan):
         data: dict[str, Any] = {"cases": [{k: _to_json_value(v) for k, v in dataclasses.asdict(case).items()}

@@ -17,7 +17,7 @@ from harness.launch.command import worker_command
 from harness.launch.spec import LaunchedSpec, LaunchSettings, check_positive_seconds
 from harness.launch.supervise import run_job
 from harness.results.job import JobResult
-from harness.workloads.busbw import GIB, MIB
+from harness.workloads.units import GIB, MIB
 from harness.node.hardware import GpuInfo
 from harness.kinds.components.arith import numa_node_of
 from harness.catalog import CPU_GEMM_DTYPES, GEMM_DTYPES, GPU_GEMM_DTYPES

@@ -15,7 +15,7 @@ from harness.node.topology import why_no_nvlink
 from harness.results.location import Location, gpu_location
 from harness.results.telemetry_summary import TelemetrySummary, read_telemetry
 from harness.telemetry import gpu_label
-from harness.workloads.busbw import size_label
+from harness.kinds.interconnect.busbw import size_label
 
 
 def allreduce_checks(run: AllReduceRun, bounds: Any, *, missing_note: str) -> list[Check]:

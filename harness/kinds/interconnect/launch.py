@@ -9,10 +9,11 @@ from pathlib import Path
 
 from harness.launch.command import launch_command
 from harness.launch.prestart import Started
-from harness.launch.spec import AllReduceSpec
 from harness.launch.supervise import run_job
 from harness.results.job import JobResult
-from harness.workloads.plan import ALLREDUCE_RESULT_FILE, PLAN_FILE, write_plan
+from harness.workloads.plan import PLAN_FILE, write_plan
+from harness.kinds.interconnect.plan import ALLREDUCE_RESULT_FILE
+from harness.kinds.interconnect.spec import AllReduceSpec
 
 
 @dataclass(kw_only=True)

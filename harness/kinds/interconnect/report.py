@@ -15,7 +15,7 @@ from harness.results.job import failure_reason
 from harness.results.reading import as_dict, as_int, as_list, as_number, as_text, by_gpu_count
 from harness.report.outcomes import SessionTest
 from harness.report.sections.kind import KindSection
-from harness.workloads.busbw import size_label
+from harness.kinds.interconnect.busbw import size_label
 
 BUSBW_BOUND = "min_allreduce_busbw_gbps"
 

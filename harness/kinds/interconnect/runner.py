@@ -16,7 +16,9 @@ from harness import definitions
 from harness.checks.judged import not_judged
 from harness.jobs.job import KindRunner
 from harness.kinds.interconnect import launch
+from harness.kinds.interconnect.busbw import default_max_bytes
 from harness.kinds.interconnect.checks import allreduce_checks, pcie_under_load, topology_checks
+from harness.kinds.interconnect.spec import ALLREDUCE_SWEEP, AllReduceSpec
 from harness.launch import prestart
 from harness.launch.command import launch_command
 from harness.node.processes import busy_gpu_message
@@ -24,9 +26,17 @@ from harness.node.topology import read_topology
 from harness.plugin.cases import planned_allreduce
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
-from harness.plugin.specs import allreduce_spec
+from harness.plugin.specs import launch_settings
 from harness.results.job import Failure, JobResult
 from harness.results.telemetry_summary import read_telemetry
+
+
+def allreduce_spec(ctx: SessionContext, gpus: int) -> AllReduceSpec:
+    """The all-reduce sweep on ``gpus`` GPUs (CPU ranks), up to what the smallest GPU's memory allows."""
+    memory_gib = min((gpu.memory_total_gib for gpu in ctx.hardware.gpus), default=None)
+    min_bytes, factor, target_seconds = ALLREDUCE_SWEEP[ctx.device]
+    return AllReduceSpec(min_bytes=min_bytes, max_bytes=default_max_bytes(ctx.device, memory_gib), factor=factor,
+                         target_seconds=target_seconds, launch=launch_settings(ctx, gpus))
 
 
 class LoadLaunch(Protocol):

@@ -14,7 +14,7 @@ to 8 GiB on GPUs with the memory for it, 64 KiB to 4 MiB on CPU) every rank:
    untimed ones, with ``iters`` chosen so each size takes about ``target_seconds``.
 
 Time per all-reduce is the mean over ranks, as nccl-tests reports it (its ``-a 1`` default); the
-slowest rank's time is kept too; bandwidths as harness/workloads/busbw.py defines them. Rank 0
+slowest rank's time is kept too; bandwidths as harness/kinds/interconnect/busbw.py defines them. Rank 0
 also records which GPU pairs torch says can access each other (``torch.cuda.can_device_access_peer``).
 The launcher's side is harness/kinds/interconnect/launch.py; the checks, harness/kinds/interconnect/checks.py.
 
@@ -33,9 +33,9 @@ from typing import Any
 
 from harness.rank import ProcessGroup, Rank, run_rank, start_process_group
 from harness.files import write_json_atomic
-from harness.workloads.busbw import MIB, bus_bandwidth_gbps, iterations_for, message_sizes, size_label
-from harness.workloads.plan import (ALLREDUCE_RESULT_FILE, AllReducePlan, plan_argument, prestart_wait_s,
-                                    read_plan, wait_started_early)
+from harness.kinds.interconnect.busbw import MIB, bus_bandwidth_gbps, iterations_for, message_sizes, size_label
+from harness.kinds.interconnect.plan import ALLREDUCE_RESULT_FILE, AllReducePlan
+from harness.workloads.plan import plan_argument, prestart_wait_s, read_plan, wait_started_early
 
 PATTERN_PERIOD = 1009
 """A prime: buffer sizes and chunk offsets are powers of two, so no misplaced chunk lines up with the pattern."""

@@ -8,7 +8,7 @@ from typing import Any
 from harness.results.check import Check
 from harness.checks.telemetry_checks import telemetry_checks
 from harness.kinds.soak.launch import SoakRun
-from harness.workloads.soak_windows import MIN_WINDOWS
+from harness.kinds.soak.windows import MIN_WINDOWS
 
 
 def soak_checks(run: SoakRun, soak_bounds: Any, case_bounds: Any, *, missing_note: str) -> list[Check]:

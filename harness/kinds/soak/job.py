@@ -1,9 +1,10 @@
-"""The soak kind's declaration: the burn-in at the long level (``--soak DURATION``), its runner writing
+"""The soak kind's declaration: the burn-in at the long level (its own option, ``--soak DURATION``), its runner writing
 session.json's ``soak``. It has no page section of its own: its test's checks are on the page as every test's."""
 
 from __future__ import annotations
 
 from harness.jobs.job import Job, Requirement
+from harness.kinds.soak.options import SOAK_OPTION
 from harness.kinds.soak.runner import SoakRunner
 
 SECTION = "soak"
@@ -13,4 +14,5 @@ def _soak(need: Requirement) -> list[str]:
     return ["test_soak"]
 
 
-SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak, section=SECTION, runner=SoakRunner)
+SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak, section=SECTION, runner=SoakRunner,
+           options=(SOAK_OPTION,))

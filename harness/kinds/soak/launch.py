@@ -13,10 +13,10 @@ from harness.catalog import MODELS
 
 from harness.launch.command import prepare_launch
 from harness.launch.heartbeat import every
-from harness.launch.spec import SoakSpec
 from harness.launch.supervise import run_job
 from harness.results.job import Failure, JobResult
-from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE
+from harness.kinds.soak.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE
+from harness.kinds.soak.spec import SoakSpec
 from harness.kinds.soak.windows import throughput_decay, window_count
 
 PROGRESS_PERIOD_S = 60.0

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.rank import SEED, ProcessGroup, Rank, start_process_group
 from harness.files import write_json_atomic
-from harness.workloads.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE, SoakPlan
+from harness.kinds.soak.plan import SOAK_PROGRESS_FILE, SOAK_RESULT_FILE, SoakPlan
 from harness.kinds.soak.windows import window_count
 
 if TYPE_CHECKING:

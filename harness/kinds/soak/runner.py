@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from harness.catalog import MODELS
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
-from harness.plugin.specs import soak_spec
+from harness.plugin.specs import launch_settings, warmup_seconds
 from harness.jobs.job import KindRunner
 from harness.kinds.soak import launch
 from harness.kinds.soak.checks import soak_checks
-from harness.launch.spec import SoakSpec
+from harness.kinds.soak.options import SOAK_OPTION
+from harness.kinds.soak.spec import SoakSpec
 from harness.profile.bounds import Profile
 
 
@@ -21,6 +22,18 @@ def heaviest_case(profile: Profile) -> tuple[str, str]:
     the one that works the GPUs hardest (the first listed on ties)."""
     pairs = [(m, p) for m in profile.models for p in profile.precisions if profile.bounds(m, p) is not None]
     return max(pairs, key=lambda pair: MODELS[pair[0]].train_flops_per_sample)
+
+
+def soak_spec(ctx: SessionContext, model: str, precision: str) -> SoakSpec:
+    """The soak of ``model`` x ``precision`` on every GPU (on a CPU profile: its largest usable rank count)."""
+    profile, duration_s = ctx.profile, ctx.options.of(SOAK_OPTION.name)
+    bounds = profile.bounds(model, precision)
+    assert bounds is not None and duration_s is not None
+    counts = [n for n in profile.gpu_counts if n <= ctx.available_gpus]
+    gpus = ctx.hardware.gpu_count if ctx.device == "cuda" else max(counts, default=1)
+    return SoakSpec(model=model, precision=precision, batch_size_per_gpu=bounds.batch_size_per_gpu,
+                    duration_s=duration_s, warmup_seconds=warmup_seconds(ctx),
+                    launch=launch_settings(ctx, gpus))
 
 
 @dataclass(kw_only=True)
@@ -33,6 +46,12 @@ class SoakRunner(KindRunner):
 
     def connect(self, say: Callable[[str], None]) -> None:
         self.say = say
+
+    @property
+    def duration_s(self) -> float | None:
+        """How long the session's soak runs (``--soak``); None: it does not (its test is skipped)."""
+        duration: float | None = self.ctx.options.of(SOAK_OPTION.name)
+        return duration
 
     def spec(self) -> SoakSpec:
         return soak_spec(self.ctx, *heaviest_case(self.ctx.profile))

@@ -19,7 +19,8 @@ from __future__ import annotations
 import sys
 
 from harness.rank import Rank, run_rank
-from harness.workloads.plan import SoakPlan, plan_argument, read_plan
+from harness.kinds.soak.plan import SoakPlan
+from harness.workloads.plan import plan_argument, read_plan
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,15 +3,15 @@ iteration counts, and the size labels the report and ``harness compare`` print.
 
 As NVIDIA/nccl-tests doc/PERFORMANCE.md defines them: ``algbw = bytes / time`` and
 ``busbw = algbw × 2(n − 1)/n``, which makes all-reduce numbers comparable across GPU counts (and
-to the link speed). Bandwidth is GB/s = 10⁹ bytes/s; sizes are binary (MiB, GiB).
+to the link speed). Bandwidth is GB/s = 10⁹ bytes/s; sizes are binary (MiB, GiB: harness/workloads/units.py,
+which the components' launch shares).
 """
 
 from __future__ import annotations
 
 import math
 
-MIB = 1024**2
-GIB = 1024**3
+from harness.workloads.units import GIB, MIB
 
 
 def bus_bandwidth_gbps(size_bytes: float, seconds: float, world_size: int) -> tuple[float, float]:
