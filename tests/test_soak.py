@@ -148,7 +148,7 @@ def soak_suite(pytester, monkeypatch, tmp_path):
             windows = [{"window": 0, "seconds": 5.0, "throughput": 100.0},
                        {"window": 1, "seconds": 5.0, "throughput": last_throughput}]
             return SoakRun(spec=spec, run_id=run_id, status="ok", windows=windows, loss_finite=True,
-                           sample_unit="images",
+                           sample_unit="images", elapsed_s=12.5,
                            telemetry={"status": "unavailable", "reason": "a CPU run (gloo) has no GPU to sample"})
 
         monkeypatch.setattr("harness.kinds.soak.launch.run_soak", fake)
@@ -172,6 +172,9 @@ def test_soak_runs_the_most_compute_heavy_case_on_every_rank_for_the_duration(so
         ("tiny_bert", "bf16", 2, 120.0, 4)]
     session = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
     assert session["soak"]["throughput_decay"] == pytest.approx(0.01)
+    # The soak's launch is named in the session's time line, not lumped into "other" (on 4 x H200 a 2 min soak
+    # read "other (launch gaps, checks, outputs) 144 s", docs/data/2026-11-28-h200x4-after-merge)
+    assert session["timeline"]["launches_s"] == {"soak": 12.5}
 
 
 def test_a_decaying_soak_fails(soak_suite):

@@ -63,7 +63,7 @@ class SoakRunner(KindRunner):
                             on_progress=self.say)
         self.run = run
         checks = soak_checks(run, ctx.profile.soak, ctx.profile.bounds(spec.model, spec.precision),
-                                  missing_note=ctx.telemetry_note())
+                             missing_note=ctx.telemetry_note())
         ranks = f"{spec.world_size} {ctx.rank_unit}{'' if spec.world_size == 1 else 's'}"
         return CheckedResult(name=spec.case_id, checks=checks, log_dir=ctx.log_dir(spec.case_id),
                              bounds=ctx.profile.soak.to_dict() if ctx.profile.soak is not None else None,
@@ -73,3 +73,7 @@ class SoakRunner(KindRunner):
 
     def summary(self) -> dict | None:
         return self.run.to_dict() if self.run is not None else None
+
+    def launches_s(self) -> dict[str, float]:
+        """The soak's launch, once it ran, for the session's time line."""
+        return {"soak": self.run.elapsed_s or 0.0} if self.run is not None else {}
