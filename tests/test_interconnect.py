@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from harness.kinds.interconnect.checks import allreduce_checks, pcie_under_load, topology_checks
-from harness.jobs.job import allreduce_widths
+from harness.kinds.interconnect.params import allreduce_widths
 from harness.kinds.interconnect.launch import AllReduceRun, run_allreduce
 from harness.kinds.components.launch import ComponentsRun
 from harness.launch.command import prepare_launch

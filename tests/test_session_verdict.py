@@ -65,7 +65,7 @@ def test_levels_decide_which_kinds_of_test_are_required(h200_profile):
     assert not [n for n in quick if "scaling[" in n or "allreduce" in n]
     assert "test_node_shape" in quick and "test_gpu_state[gpu3]" in quick
     assert set(quick) < set(standard) and "test_allreduce_bus_bandwidth[4gpu]" in standard
-    # one sweep, the widest (harness.jobs.job.allreduce_widths): the plugin runs the same one alone
+    # one sweep, the widest (harness.kinds.interconnect.params.allreduce_widths): the plugin runs the same one alone
     assert [n for n in standard if n.startswith("test_allreduce")] == ["test_allreduce_bus_bandwidth[4gpu]"]
     assert set(long) - set(standard) == {"test_soak"}
 

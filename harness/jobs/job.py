@@ -41,15 +41,6 @@ def gpu_count_id(gpus: int) -> str:
     return f"{gpus}gpu"
 
 
-def allreduce_widths(counts: list[int], usable: int) -> list[int]:
-    """The GPU counts the all-reduce sweep runs on, of ``counts`` on a node of ``usable`` GPUs: the widest
-    count above one the node holds, alone. Its ring crosses every link a narrower sweep on the same node
-    would, so a narrower one adds a launch (10-14 s each on 4 x H100) and no link; a node of N GPUs then
-    pays one sweep whatever N is. Empty when no count above one fits."""
-    fitting = [n for n in counts if 1 < n <= usable]
-    return [max(fitting)] if fitting else []
-
-
 @dataclass(frozen=True, kw_only=True)
 class Requirement:
     """What a node must run, as the verdict knows it: the profile, the GPUs the node should have, whether
@@ -159,7 +150,8 @@ class Job:
     """The test names (``test_gemm[gpu3]``) the profile requires of the node, in test order."""
     narrowed_by_matrix: bool = False
     """``--models``/``--precisions``/``--gpus`` narrow its cases: a required case they leave out is the
-    user's narrowing (a partial scope), not a missing test."""
+    user's narrowing (a partial scope), not a missing test. Its tests' parameter is then a ``CaseId`` or the GPU
+    count it runs on, which a ``--gpus`` wider than the node is held to (harness/plugin/outcomes.py)."""
     missing_hint: str = ""
     """Said after "not collected" when a required test of it is missing."""
     section: str | None = None

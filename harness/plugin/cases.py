@@ -40,9 +40,3 @@ def running_params(items: list[pytest.Item]) -> list[dict]:
     """The parameters of each test that will run (not skipped, not deselected), in test order."""
     return [getattr(getattr(item, "callspec", None), "params", {}) for item in items
             if item.get_closest_marker("skip") is None]
-
-
-def planned_allreduce(items: list[pytest.Item]) -> list[int]:
-    """The GPU counts of the all-reduce tests that will run (not skipped, not deselected), in test order."""
-    return [count for params in running_params(items)
-            for count in (params.get("allreduce_gpus"),) if isinstance(count, int)]

@@ -138,8 +138,7 @@ class SessionOutcomes:
         """The benchmark case a test of the session runs; None for other tests."""
         item = next((i for i in self.items if i.nodeid == nodeid), None)
         params = getattr(getattr(item, "callspec", None), "params", {})
-        case = params.get("weak_case") or params.get("strong_case")
-        return case if isinstance(case, CaseId) else None
+        return next((value for value in params.values() if isinstance(value, CaseId)), None)
 
     def _beyond_node(self, item: pytest.Item) -> bool:
         """A matrix case the user asked for (``--gpus 8``) that needs more GPUs than the node has: its skip
@@ -150,9 +149,11 @@ class SessionOutcomes:
         case = self.case_of(item.nodeid)
         if case is not None:  # and one the profile would judge: bounded, bf16 runnable here
             return case.gpus > ctx.available_gpus and ctx.profile.asks_for(case, ctx.native_bf16)
-        gpus = getattr(getattr(item, "callspec", None), "params", {}).get("allreduce_gpus")
+        # Another kind the matrix options narrow: its parameter is the GPU count it runs on (the all-reduce's).
         job = job_of(item.name, session_jobs(self.harness_session.config))
-        return job is not None and job.narrowed_by_matrix and isinstance(gpus, int) and gpus > ctx.available_gpus
+        counts = [value for value in getattr(getattr(item, "callspec", None), "params", {}).values()
+                  if isinstance(value, int) and not isinstance(value, bool)]
+        return job is not None and job.narrowed_by_matrix and any(gpus > ctx.available_gpus for gpus in counts)
 
     def _reason(self, nodeid: str, outcome: str) -> str:
         phases = self.phases.get(nodeid, {})

@@ -4,9 +4,9 @@ the component launch's load); the report section is the all-reduce's bandwidth c
 
 from __future__ import annotations
 
-from harness.jobs.job import Job, Requirement, allreduce_widths, gpu_count_id
+from harness.jobs.job import Job, Requirement, gpu_count_id
 from harness.jobs.registry import NOT_COLLECTED
-from harness.kinds.interconnect.params import allreduce_params
+from harness.kinds.interconnect.params import ALLREDUCE_FIXTURE, allreduce_params, allreduce_widths
 from harness.kinds.interconnect.runner import InterconnectRuns
 from harness.kinds.interconnect.report import interconnect_section
 
@@ -28,4 +28,4 @@ TOPOLOGY = Job(name="topology", tests=("test_topology",), level="quick", require
                missing_hint=NOT_COLLECTED.format(test="test_topology"), section=SECTION, runner=InterconnectRuns)
 ALLREDUCE = Job(name="all-reduce", tests=("test_allreduce_bus_bandwidth",), level="standard", required=_allreduce,
                 narrowed_by_matrix=True, section=SECTION, runner=InterconnectRuns, report=interconnect_section,
-                params={"allreduce_gpus": lambda session: allreduce_params(session.ctx)})
+                params={ALLREDUCE_FIXTURE: lambda session: allreduce_params(session.ctx)})

@@ -17,13 +17,13 @@ from harness.checks.judged import not_judged
 from harness.jobs.job import KindRunner
 from harness.kinds.interconnect import launch
 from harness.kinds.interconnect.busbw import default_max_bytes
+from harness.kinds.interconnect.params import planned_allreduce
 from harness.kinds.interconnect.checks import allreduce_checks, pcie_under_load, topology_checks
 from harness.kinds.interconnect.spec import ALLREDUCE_SWEEP, AllReduceSpec
 from harness.launch import prestart
 from harness.launch.command import launch_command
 from harness.node.processes import busy_gpu_message
 from harness.node.topology import read_topology
-from harness.plugin.cases import planned_allreduce
 from harness.plugin.context import SessionContext
 from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings
