@@ -292,3 +292,39 @@ def test_a_failed_launch_fails_every_component_test_with_its_reason(suite, monke
     result = run("test_components.py", "-k", "gemm or memory")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*component benchmarks completed: FAILED*exceeded its 60 s limit*"])
+
+
+SITE_KIND_WITH_BOUNDS = """
+from harness.jobs.job import BoundsTable, Job
+from harness.profile.kinds import NUMBER, Field
+
+def pytest_harness_jobs(config):
+    return [Job(name="scratch", tests=("test_scratch",), level="quick", required=lambda need: ["test_scratch"],
+                bounds=BoundsTable(name="scratch", fields=(
+                    Field(key="min_write_gbps", kind=NUMBER, required=True, doc="GB/s"),)))]
+"""
+READS_ITS_BOUND = "def test_scratch(harness):\n    assert harness.profile.site['scratch']['min_write_gbps'] == 4.5\n"
+
+
+def test_a_sites_kind_reads_its_own_bounds_table_in_a_session(suite, pytester):
+    """Job.bounds: ``[site.scratch]`` checked as the session loads the profiles, read as ``profile.site``
+    (tests/test_site_bounds.py: the loader's side)."""
+    run, write_profile = suite
+    pytester.makeconftest(SITE_KIND_WITH_BOUNDS)
+    pytester.makepyfile(test_site=READS_ITS_BOUND)
+    write_profile("[site.scratch]\nmin_write_gbps = 4.5")
+    run("test_site.py").assert_outcomes(passed=1)
+    session = json.loads((pytester.path / "reports" / "latest" / "session.json").read_text())
+    assert session["profile"]["raw"]["site"] == {"scratch": {"min_write_gbps": 4.5}}
+
+
+def test_a_session_refuses_a_site_table_its_kind_would_not_read(suite, pytester):
+    """A misspelt key would leave the kind judging against nothing: the session does not start."""
+    run, write_profile = suite
+    pytester.makeconftest(SITE_KIND_WITH_BOUNDS)
+    pytester.makepyfile(test_site=READS_ITS_BOUND)
+    write_profile("[site.scratch]\nmin_write_gpbs = 4.5")
+    result = run("test_site.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*threshold files are invalid; no benchmark was started*",
+                                 "*site.scratch.min_write_gpbs: unknown key*"])

@@ -45,6 +45,12 @@ def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = ()) -> tuple[J
         if fixtures:
             raise ValueError(f"pytest_harness_jobs: job {job.name!r} parametrizes {fixtures[0][0]}, which job "
                              f"{fixtures[0][1]!r} parametrizes")
+        if job.bounds is not None:
+            twice = next((other.name for other in merged if other.bounds is not None
+                          and other.bounds.name == job.bounds.name), None)
+            if twice is not None:
+                raise ValueError(f"pytest_harness_jobs: job {job.name!r} declares [site.{job.bounds.name}], which job "
+                                 f"{twice!r} declares")
         claimed = [(test, other.name) for other in merged for test in job.tests if test in other.tests]
         if claimed:
             raise ValueError(f"pytest_harness_jobs: job {job.name!r} claims {claimed[0][0]}, which job "

@@ -273,6 +273,10 @@ class Profile:
     components: ComponentBounds | None = None
     definitions: dict[str, str] = field(default_factory=dict)
     """family -> the definition its bounds were measured under (harness/definitions.py)."""
+    site: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``[site.<table>]`` -> its values, checked against the fields the site's kind declares (``Job.bounds``); only
+    the tables the loading session's kinds declare (none when loaded without a session: ``harness thresholds
+    check`` checks their shape alone)."""
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
 

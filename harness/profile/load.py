@@ -35,7 +35,8 @@ from harness.profile.bounds import (
 )
 from harness.profile.kinds import Reference
 from harness.profile.problems import ABSENT, ProblemReport
-from harness.profile.schema import CASE_FIELDS, SCHEMA_VERSION, TOP_LEVEL_FIELDS, check_table
+from harness.profile.kinds import Field
+from harness.profile.schema import CASE_FIELDS, SCHEMA_VERSION, SITE_TABLES, TOP_LEVEL_FIELDS, check_table
 
 
 class ThresholdError(Exception):
@@ -94,7 +95,8 @@ def _interconnect_bounds(table: Mapping[str, Any]) -> InterconnectBounds:
     return InterconnectBounds(**values, references=references)
 
 
-def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any]) -> Profile:
+def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any],
+                   site: Mapping[str, dict[str, Any]]) -> Profile:
     hardware = checked["hardware"]
     defaults = checked["defaults"]
     cases = {(model, precision): _case_bounds(model, precision, case, defaults)
@@ -122,6 +124,7 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         gpu_state=_gpu_state_bounds(checked.get("gpu_state")),
         components=_component_bounds(checked["components"]) if "components" in checked else None,
         definitions=dict(checked.get("definitions", {})),
+        site=dict(site),
     )
 
 
@@ -222,8 +225,29 @@ def _parse(path: Path, report: ProblemReport) -> tuple[bytes, dict] | None:
     return data, raw
 
 
-def load_profile(path: str | os.PathLike[str]) -> Profile:
-    """Read and validate one threshold file; raise ThresholdError listing all its problems."""
+SiteTables = Mapping[str, Sequence[Field]]
+"""``[site.<table>]`` name -> the fields a site's kind declares for it (``Job.bounds``)."""
+
+
+def _site_bounds(checked: Mapping[str, Any], site_tables: SiteTables, report: ProblemReport) -> dict[str, dict]:
+    """Each ``[site.<table>]`` checked against the fields its kind declares; a table no kind of the session declares
+    is a problem (a misspelt name would otherwise leave the kind without its bounds)."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, table in checked.get(SITE_TABLES, {}).items():
+        fields = site_tables.get(name)
+        if fields is None:
+            declared = ", ".join(f"[site.{known}]" for known in site_tables) or "none"
+            report.add((SITE_TABLES, name), f"no kind of job of this session declares this table (declared: "
+                       f"{declared}); declare it on the site's Job (bounds=...) or remove it")
+            continue
+        found[name] = check_table(table, fields, (SITE_TABLES, name), report)
+    return found
+
+
+def load_profile(path: str | os.PathLike[str], site_tables: SiteTables | None = None) -> Profile:
+    """Read and validate one threshold file; raise ThresholdError listing all its problems. ``site_tables``: the
+    ``[site.<table>]`` tables the session's kinds declare (a session's load); None: their shape alone is checked
+    (``harness thresholds check``, the tools), and ``Profile.site`` stays empty."""
     path = Path(path)
     report = ProblemReport(label=str(path))
     parsed = _parse(path, report)
@@ -238,13 +262,15 @@ def load_profile(path: str | os.PathLike[str]) -> Profile:
         raise ThresholdError(path, report.lines)
     checked = check_table(raw, TOP_LEVEL_FIELDS, (), report)
     rules.check_relations(raw, checked, path.stem, report)
+    site = _site_bounds(checked, site_tables, report) if site_tables is not None else {}
     if report.lines:
         raise ThresholdError(path, report.lines)
-    return _build_profile(path, data, raw, checked)
+    return _build_profile(path, data, raw, checked, site)
 
 
-def load_profiles(directory: str | os.PathLike[str]) -> list[Profile]:
-    """Every ``*.toml`` in ``directory``, sorted by name; ThresholdError lists every bad file's problems."""
+def load_profiles(directory: str | os.PathLike[str], site_tables: SiteTables | None = None) -> list[Profile]:
+    """Every ``*.toml`` in ``directory``, sorted by name; ThresholdError lists every bad file's problems.
+    ``site_tables``: as ``load_profile``'s."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ThresholdError(directory, [f"{directory}: not a directory of threshold files; set "
@@ -253,7 +279,7 @@ def load_profiles(directory: str | os.PathLike[str]) -> list[Profile]:
     problems: list[str] = []
     for path in sorted(directory.glob("*.toml")):
         try:
-            profiles.append(load_profile(path))
+            profiles.append(load_profile(path, site_tables))
         except ThresholdError as err:
             problems.extend(err.problems)
     if problems:

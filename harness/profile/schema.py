@@ -26,6 +26,8 @@ from harness.profile.problems import KeyPath, ProblemReport, toml_repr
 from harness.catalog import GEMM_DTYPES
 
 SCHEMA_VERSION = 1
+SITE_TABLES = "site"
+"""The top-level table holding a site's kinds' own bounds tables (``[site.scratch]``)."""
 """The file format this harness reads (``schema_version`` at the top of every profile)."""
 
 
@@ -50,6 +52,21 @@ def _table(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> An
     if not isinstance(value, dict):
         return wrong_type(value, "a table", where, report)
     return check_table(value, spec.fields, where, report)
+
+
+def _site_tables(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
+    """``[site.<table>]``: a site's kinds' own bounds, one table each. Here only their shape; the keys inside are
+    checked against the fields the kind declares (``Job.bounds``) when a session loads the profile
+    (harness/profile/load.py ``site_tables``)."""
+    if not isinstance(value, dict):
+        return wrong_type(value, "a table of [site.<table>] tables", where, report)
+    tables: dict[str, dict[str, Any]] = {}
+    for name, table in value.items():
+        if not isinstance(table, dict):
+            wrong_type(table, "a table", (*where, name), report)
+        else:
+            tables[name] = table
+    return tables
 
 
 def _cases(value: Any, where: KeyPath, report: ProblemReport, spec: Field) -> Any:
@@ -292,6 +309,8 @@ TOP_LEVEL_FIELDS = (
     Field(key="definitions", kind=TABLE, fields=DEFINITION_FIELDS,
           doc="[definitions]: how each family of bounds was measured; a family measured another way today is "
               "not judged"),
+    Field(key=SITE_TABLES, kind=_site_tables,
+          doc="[site.<table>]: a site's own kind's bounds, each table checked against the fields its Job declares"),
 )
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
