@@ -1,7 +1,7 @@
 """A site's kind brings its own bounds table (issue 29: one folder, one TOML section, one acceptance test):
 ``Job.bounds`` declares ``[site.<name>]``'s fields, the session checks the table as it loads the profiles and the
-kind reads ``profile.site[name]``; ``harness thresholds check`` checks the table's shape alone. A session of such a kind:
-tests/test_components_plugin.py."""
+kind reads ``profile.site[name]``; ``harness thresholds check`` checks the table's shape alone. A session of such
+a kind: tests/test_components_plugin.py."""
 
 from pathlib import Path
 
