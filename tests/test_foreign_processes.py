@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from harness.checks.telemetry_checks import reason_shares, telemetry_checks
 from harness.node.processes import descends_from, parent_pid
 from harness.node.xid import XidEvent
-from harness.plugin.gpu_state import GpuStateRunner
+from harness.plugin.gpu_state import GpuStateWatcher
 from harness.plugin.results import CaseResult
 from harness.results.location import Location
 from harness.results.telemetry_summary import GpuTelemetry
@@ -91,7 +91,7 @@ def test_throttle_reasons_carry_their_share_of_the_window_and_power_cap_is_infor
 def test_a_failing_case_lists_what_else_its_window_saw(tmp_path):
     nvml = fake_nvml(2, reasons=SW_POWER_CAP, compute_processes=[(NOT_A_PID, 4 * GIB)])
     summary = drive(nvml, tmp_path)
-    runner = GpuStateRunner(ctx=SimpleNamespace(device="cuda"))  # type: ignore[arg-type]
+    runner = GpuStateWatcher(ctx=SimpleNamespace(device="cuda"))  # type: ignore[arg-type]
     runner.watcher = SimpleNamespace(events_between=lambda start, end: [  # type: ignore[assignment]
         XidEvent(time=start + 0.5, gpu_index=1, gpu_uuid=UUIDS[1], xid=79),
         XidEvent(time=start + 0.5, gpu_index=3, gpu_uuid=UUIDS[3], xid=13)])  # not a GPU of this case

@@ -18,7 +18,7 @@ from harness.node.hardware import GpuInfo
 from harness.kinds.shipped import JOBS
 from harness.kinds.gpu_state.params import gpu_state_params
 from harness.plugin.cases import NO_GPU
-from harness.plugin.gpu_state import GpuStateRunner
+from harness.plugin.gpu_state import GpuStateWatcher
 from harness.plugin.levels import order_by_jobs
 from harness.profile.bounds import GpuStateBounds
 from harness.profile.load import ThresholdError, load_profile
@@ -223,7 +223,7 @@ def _ctx(device: str = "cuda", gpus: int = 2) -> Any:
 
 def test_the_runner_judges_each_gpu_start_against_end():
     nvml = fake_nvml(2, unsupported=set(HOPPER_VM_UNSUPPORTED))
-    runner = GpuStateRunner(ctx=_ctx())
+    runner = GpuStateWatcher(ctx=_ctx())
     runner.start(nvml)
     nvml.gpus[1].limit_mw = 450_000
     healthy, capped = check_gpu(runner, 0, nvml=nvml), check_gpu(runner, 1, nvml=nvml)
@@ -243,7 +243,7 @@ def test_on_cpu_the_test_is_skipped_with_the_reason_and_nothing_is_read():
     ctx = _ctx(device="cpu", gpus=0)
     [param] = gpu_state_params(ctx)
     assert param.id == "no-gpu" and param.marks[0].kwargs["reason"] == NO_GPU == "no GPU on a CPU run"
-    runner = GpuStateRunner(ctx=ctx)
+    runner = GpuStateWatcher(ctx=ctx)
     runner.start(fake_nvml(0))
     assert runner.watcher is None and runner.summary() is None
     assert [p.id for p in gpu_state_params(_ctx())] == ["gpu0", "gpu1"]

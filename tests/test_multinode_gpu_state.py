@@ -26,7 +26,7 @@ from harness.launch.slurm import SlurmAllocation
 from harness.node.gpu_state_probe import STOP_FILE, node_file, watch
 from harness.node.hardware import GpuInfo
 from harness.kinds.gpu_state.params import gpu_state_params
-from harness.plugin.gpu_state import GpuStateRunner
+from harness.plugin.gpu_state import GpuStateWatcher
 from harness.kinds.node_shape.runner import NodeShapeRuns
 from harness.plugin.remote_gpu_state import NodeGpu, judged_nodes, probe_command
 from harness.profile.load import load_profile
@@ -106,14 +106,14 @@ def session_ctx(tmp_path: Path, nodes: tuple[str, ...] = ("gpu01", "gpu02"), gpu
                            available_gpus=gpus, node_gpus=gpus, expected_gpus_stated=True, nvidia_presence=None)
 
 
-def start_runner(tmp_path: Path, remote_nvml: dict[str, FakeNvml], **ctx: Any) -> tuple[GpuStateRunner, FakeNvml]:
+def start_runner(tmp_path: Path, remote_nvml: dict[str, FakeNvml], **ctx: Any) -> tuple[GpuStateWatcher, FakeNvml]:
     driver = h100s(ctx.get("gpus", 2))
-    runner = GpuStateRunner(ctx=session_ctx(tmp_path, **ctx))
+    runner = GpuStateWatcher(ctx=session_ctx(tmp_path, **ctx))
     runner.start(driver, popen=fake_srun(remote_nvml, []))
     return runner, driver
 
 
-def run_all(runner: GpuStateRunner, driver: FakeNvml) -> dict[str, Any]:
+def run_all(runner: GpuStateWatcher, driver: FakeNvml) -> dict[str, Any]:
     params = gpu_state_params(runner.ctx, runner.remote)
     results = {p.id: check_gpu(runner, p.values[0], nvml=driver) for p in params}
     runner.stop()
@@ -311,7 +311,7 @@ def test_a_healthy_two_node_session_passes_and_keeps_both_nodes_in_session_json(
 
 def test_one_node_is_unchanged(tmp_path):
     launched: list[list[str]] = []
-    runner = GpuStateRunner(ctx=session_ctx(tmp_path, nodes=("gpu01",)))
+    runner = GpuStateWatcher(ctx=session_ctx(tmp_path, nodes=("gpu01",)))
     runner.start(h100s(2), popen=fake_srun({}, launched))
     assert launched == [] and runner.remote is None
     assert [p.id for p in gpu_state_params(runner.ctx, runner.remote)] == ["gpu0", "gpu1"]
@@ -333,7 +333,7 @@ def test_every_node_s_gpu_state_tests_are_required_in_a_multi_node_session():
 
 
 def test_a_remote_gpu_never_probed_fails_named(tmp_path):
-    runner = GpuStateRunner(ctx=session_ctx(tmp_path))  # start() never ran: no probe step
+    runner = GpuStateWatcher(ctx=session_ctx(tmp_path))  # start() never ran: no probe step
     result = check_gpu(runner, NodeGpu(node="gpu02", index=0))
     assert result.failed and "node gpu02: the GPU-state probe step was never started for this node" in \
         result.failure_message()
@@ -419,7 +419,7 @@ def test_a_multi_node_case_is_skipped_where_node_2_lacks_its_gpus(two_node_sessi
 def test_a_process_already_on_a_gpu_of_node_2_refuses_the_session_naming_node_and_pid(tmp_path):
     remote = h100s(2)
     remote.gpus[1].compute_processes = [(4242, 2 << 30)]
-    runner = GpuStateRunner(ctx=session_ctx(tmp_path))
+    runner = GpuStateWatcher(ctx=session_ctx(tmp_path))
     with pytest.raises(pytest.UsageError) as refused:
         runner.start(h100s(2), popen=fake_srun({"gpu02": remote}, []))
     message = str(refused.value)

@@ -171,7 +171,8 @@ class Job:
     """Its runner's key in session.json (``interconnect``); jobs naming one section share one runner."""
     runner: Callable[..., KindRunner] | None = None
     """Builds that runner when the session starts, called as ``runner(ctx=...)`` with the session's context
-    (harness/plugin/context.SessionContext). Jobs without one are run by the session's own parts (GPU state)."""
+    (harness/plugin/context.SessionContext). A job without one has nothing the session runs for it: its tests
+    do their own work (a site's plain test)."""
     params: Mapping[str, Callable[[Any], list[Any]]] = field(default_factory=dict)
     """Its tests' parametrized fixtures: fixture name -> the session's parameters of it, called with the session
     (harness/plugin/session.HarnessSession; typed loosely: this floor knows no session). The plugin parametrizes

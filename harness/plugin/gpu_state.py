@@ -39,7 +39,9 @@ class GpuStateReading:
 
 
 @dataclass(kw_only=True)
-class GpuStateRunner:
+class GpuStateWatcher:
+    """The session's GPU-state watch (harness/jobs/job.py ``GpuStateWatch``), handed to every kind's runner."""
+
     ctx: SessionContext
     start_states: dict[str, GpuState] = field(default_factory=dict)
     """uuid -> the snapshot taken at session start."""

@@ -35,7 +35,7 @@ from harness.node.shape import expected_gpus
 from harness.results.overrides import FAULT_ENV, Override, expected_settings, find_overrides
 from harness.node.processes import busy_gpu_message, gpu_processes
 from harness.plugin.context import SessionContext
-from harness.plugin.gpu_state import GpuStateRunner
+from harness.plugin.gpu_state import GpuStateWatcher
 from harness.plugin.options import HarnessOptions, check_run_options
 from harness.plugin.provenance import container, git_commit, harness_version
 from harness.plugin.results import CaseResult, CheckedResult
@@ -56,7 +56,7 @@ SESSION_KEY = pytest.StashKey["HarnessSession"]()
 class HarnessSession:
     config: pytest.Config
     ctx: SessionContext
-    gpu_state: GpuStateRunner
+    gpu_state: GpuStateWatcher
     jobs: tuple[Job, ...]
     """The session's kinds of job (harness/plugin/levels.py ``gather_jobs``: harness/kinds/shipped.py's, a
     site's): their runners, and the report's kind sections (``Job.report``)."""
@@ -85,7 +85,7 @@ class HarnessSession:
             if job.runner is not None and job.section is not None and job.section not in runners:
                 runners[job.section] = job.runner(ctx=ctx)
         results: dict[str, CaseResult | CheckedResult] = {}
-        gpu_state = GpuStateRunner(ctx=ctx, results=results)
+        gpu_state = GpuStateWatcher(ctx=ctx, results=results)
         for runner in runners.values():
             runner.attach(gpu_state)
         return cls(config=config, ctx=ctx, gpu_state=gpu_state, jobs=tuple(jobs), runners=runners, results=results,

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from harness.launch.slurm import allocation_from_env, srun_prefix
 from harness.kinds.gpu_state.params import gpu_state_params
 from harness.kinds.gpu_state.runner import GpuStateChecks
-from harness.plugin.gpu_state import GpuStateRunner
+from harness.plugin.gpu_state import GpuStateWatcher
 from harness.profile.load import load_profile
 
 run_dir = Path(sys.argv[1])
@@ -33,7 +33,7 @@ ctx = SimpleNamespace(device="cuda", hardware=SimpleNamespace(gpus=(), hostname=
                       profile=profile, allocation=alloc, options=SimpleNamespace(level="standard", nodes=None),
                       run_dir=run_dir, expected_gpus=1,
                       expected_gpus_source="test", available_gpus=1, node_gpus=1)
-runner = GpuStateRunner(ctx=ctx)
+runner = GpuStateWatcher(ctx=ctx)
 runner.start()
 case_step = subprocess.run([*srun_prefix(alloc, alloc.node_count), "hostname"], capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL)
