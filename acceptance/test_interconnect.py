@@ -10,6 +10,8 @@ also fail on thermal or hardware-slowdown throttling and on new ECC errors durin
 
 import pytest
 
+from harness.kinds.interconnect.bounds import TOPOLOGY_BOUNDS
+
 
 def test_allreduce_bus_bandwidth(harness, allreduce_gpus):
     """busbw = algbw x 2(n-1)/n at the largest message >= [interconnect] min_allreduce_busbw_gbps."""
@@ -21,7 +23,7 @@ def test_topology(harness):
     """NVLink links up per GPU, P2P between every pair, PCIe generation and width under load."""
     if harness.profile.hardware.device != "cuda":
         pytest.skip("no GPU topology on a CPU run")
-    if harness.profile.topology is None:
+    if harness.profile.table(TOPOLOGY_BOUNDS) is None:
         pytest.skip(f"profile {harness.profile.name} has no [topology] section")
     result = harness.keep(harness.runner("interconnect").run_topology_under(harness.runner("components")))
     harness.assert_passed(result)

@@ -24,13 +24,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.checks import confirm  # noqa: E402
 from harness.kinds.ddp_scaling.checks import strong_scaling_checks, weak_scaling_checks  # noqa: E402
-from harness.profile.load import ThresholdError, load_profile  # noqa: E402
+from harness.kinds.shipped import load_shipped_profile  # noqa: E402
+from harness.profile.load import ThresholdError  # noqa: E402
 from harness.run_directory import RunDirectoryError, read_run_directory, run_record  # noqa: E402
 from harness.tools.calibrate.sessions import first_attempts, reference_of, references_of  # noqa: E402
 
 
 def rejudge(run_dir: Path, profile_path: Path) -> str:
-    profile = load_profile(profile_path)
+    profile = load_shipped_profile(profile_path)
     directory = read_run_directory(run_dir, launch_records=True)
     left = first_attempts([run_record(found.data) for found in directory.launch_records])
     records = first_attempts([run_record(found.data) for found in directory.records]) + left

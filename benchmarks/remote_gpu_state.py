@@ -27,12 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.checks.gpu_state import gpu_state_checks
+from harness.kinds.gpu_state.checks import gpu_state_checks
 from harness.launch.cleanup import owner_env
 from harness.node.process_tags import OWNER_ENV
 from harness.launch.slurm import SlurmAllocation
 from harness.plugin.remote_gpu_state import RemoteGpuState
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def main() -> int:
     stopping = time.monotonic()
     remote.finish()
     end_s = time.monotonic() - stopping
-    bounds = load_profile(REPO / "thresholds" / f"{args.profile}.toml").gpu_state
+    bounds = load_shipped_profile(REPO / "thresholds" / f"{args.profile}.toml").gpu_state
     checks = {index: [c.to_dict() for c in gpu_state_checks(remote.gpu_input(host, index), bounds)]
               for index in remote.gpu_indices(host)}
     print(f"start snapshot after {start_s:.2f} s, end snapshot {end_s:.2f} s after `stop`; "

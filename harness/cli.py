@@ -175,10 +175,11 @@ def _add_detect(sub) -> None:
 
 def cmd_detect(ns: argparse.Namespace) -> int:
     from harness.exitcodes import EXIT_USAGE_ERROR
+    from harness.kinds.shipped import BOUNDS_TABLES
     from harness.profile.match import cli_detect
 
     # cli_detect says 1 for hardware it cannot describe or match: the one table's usage error.
-    return EXIT_USAGE_ERROR if cli_detect(ns.hardware, ns.thresholds_dir) == 1 else 0
+    return EXIT_USAGE_ERROR if cli_detect(ns.hardware, ns.thresholds_dir, BOUNDS_TABLES) == 1 else 0
 
 
 def _add_thresholds(sub) -> None:
@@ -190,10 +191,11 @@ def _add_thresholds(sub) -> None:
 
 def cmd_thresholds(ns: argparse.Namespace) -> int:
     from harness.exitcodes import EXIT_USAGE_ERROR
+    from harness.kinds.shipped import BOUNDS_TABLES
     from harness.profile.load import cli_check
 
     # cli_check: 1 when a file is invalid (a finding, as FAIL), 2 when none was found (a usage error).
-    code = cli_check(ns.files)
+    code = cli_check(ns.files, BOUNDS_TABLES)
     return EXIT_USAGE_ERROR if code == 2 else code
 
 

@@ -20,10 +20,10 @@ from harness.cases import CaseId
 from harness.kinds.ddp_scaling import checks as scaling_checks
 from harness.node.hardware import GpuInfo, Hardware
 from harness.plugin.results import CaseResult
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from harness.records import RankStats, RunRecord, StepTimeStats, Straggler, Versions
 
-PROFILE = load_profile(Path(__file__).resolve().parent / "data" / "h200-hand-set" / "h200.toml")
+PROFILE = load_shipped_profile(Path(__file__).resolve().parent / "data" / "h200-hand-set" / "h200.toml")
 MODEL, PRECISION = "resnet50", "bf16"
 ONE_GPU_IMAGES_PER_S = 4640.7
 """The h200 profile's measured 1-GPU figure for resnet50 bf16 (its bound is 0.90 of it)."""

@@ -14,7 +14,8 @@ import pytest
 
 from harness.launch.spec import BenchmarkSpec, LaunchSettings
 from harness.node.hardware import GpuInfo, Hardware, HardwareError
-from harness.profile.load import cli_check, load_profile
+from harness.kinds.shipped import BOUNDS_TABLES, load_shipped_profile
+from harness.profile.load import cli_check
 from harness.profile.match import select_profile
 from harness.records import RunRecord, StepTimeStats, Versions
 from harness.results.job import Failure
@@ -27,6 +28,7 @@ from harness.tools.calibrate.measure import run_calibration
 from harness.tools.calibrate.options import add_calibrate_parser
 from harness.tools.calibrate.plan import plan_from_args
 from harness.tools.compare import cli_compare
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -236,7 +238,7 @@ def test_cpu_calibration_writes_a_profile_that_loads_with_the_derived_bounds(tmp
     plan = cpu_plan(tmp_path)
     launcher = FakeLauncher(CPU_TABLE)
     outcome = run_calibration(plan, CPU_NODE, launcher=launcher, echo=lambda _: None)
-    profile = load_profile(tmp_path / "golden-cpu.toml")
+    profile = load_shipped_profile(tmp_path / "golden-cpu.toml")
     assert outcome.path == tmp_path / "golden-cpu.toml"
     assert profile.hardware.device == "cpu" and profile.hardware.gpu_name_contains is None
     assert profile.gpu_counts == (1, 2)
@@ -268,7 +270,7 @@ def test_the_file_carries_its_provenance_medians_and_spread(tmp_path):
     assert "#   1 GPU : median 100.0, spread 4.0% (100.0, 102.0, 98.0)" in text
     assert "efficiency median 0.500 (0.500, 0.500, 0.500)" in text
     assert "# Warnings:   none" in text
-    source = load_profile(outcome.path).bounds("tiny_bert", "bf16").source
+    source = load_shipped_profile(outcome.path).bounds("tiny_bert", "bf16").source
     assert "medians of 3 repeats 100.0 / 50.0 at 1/2 GPUs (spread 4.0% / 4.0%)" in source
 
 
@@ -289,7 +291,7 @@ def test_noisy_repeats_are_warned_about_on_screen_and_in_the_file(tmp_path):
     outcome = run_calibration(cpu_plan(tmp_path), CPU_NODE, launcher=FakeLauncher(noisy), echo=shown.append)
     assert any(line.startswith("WARNING: tiny_bert bf16 at 1 GPU: repeats disagree by 40.0%") for line in shown)
     assert "# WARNINGS during calibration" in outcome.text
-    load_profile(outcome.path)  # still a valid profile: the warning is the user's to act on
+    load_shipped_profile(outcome.path)  # still a valid profile: the warning is the user's to act on
 
 
 def test_cuda_calibration_matches_the_detected_gpu_and_carries_its_peaks(tmp_path):
@@ -302,7 +304,7 @@ def test_cuda_calibration_matches_the_detected_gpu_and_carries_its_peaks(tmp_pat
              ("resnet50", "bf16", 4): [8900.0, 8905.0]}
     launcher = FakeLauncher(table)
     outcome = run_calibration(plan_from_args(ns, node), node, launcher=launcher, echo=lambda _: None)
-    profile = load_profile(tmp_path / "b200-golden.toml")
+    profile = load_shipped_profile(tmp_path / "b200-golden.toml")
     assert profile.hardware.gpu_name_contains == "NVIDIA B200"
     assert (profile.hardware.min_memory_gib, profile.hardware.max_memory_gib) == (160, 197)  # 178.4 +-10 %
     assert profile.peak_tflops == {"bf16": 2250}
@@ -334,7 +336,7 @@ def test_find_max_bs_picks_the_batch_when_none_is_given(tmp_path):
     outcome = run_calibration(plan_from_args(ns, node), node, launcher=FakeLauncher(table), find_batch=fake_find,
                               echo=lambda _: None)
     assert calls[0]["multiple_of"] == 8 and calls[0]["memory_fraction"] == 0.9 and calls[0]["device_kind"] == "cuda"
-    assert load_profile(outcome.path).bounds("bert_large", "bf16").batch_size_per_gpu == 24
+    assert load_shipped_profile(outcome.path).bounds("bert_large", "bf16").batch_size_per_gpu == 24
     assert "find-max-bs: peak 150.0 of 178.4 GiB, limit 0.9" in outcome.text
     assert outcome.warnings[0].startswith("one repeat: no spread was measured")
 
@@ -381,13 +383,13 @@ def test_calibrated_cpu_profile_passes_the_acceptance_suite(tmp_path, capsys, mo
     assert f"wrote {thresholds_dir / 'cpu-calibrated.toml'} (validated)" in out
     assert "automatic selection on this node picks cpu-calibrated" in out
     assert "[components 2/2] ok" in out  # the real component launches ran; 2 runs are too few for a bound
-    profile = load_profile(thresholds_dir / "cpu-calibrated.toml")
+    profile = load_shipped_profile(thresholds_dir / "cpu-calibrated.toml")
     assert all(bound > 0 for bound in profile.bounds("tiny_bert", "fp32").min_samples_per_sec_per_gpu.values())
     text = (thresholds_dir / "cpu-calibrated.toml").read_text()
-    assert profile.components is None and "# [components] left out: only 2 runs" in text
+    assert profile.table(COMPONENTS_BOUNDS) is None and "# [components] left out: only 2 runs" in text
     assert profile.stack is not None and profile.stack.torch  # the records' versions
     assert "min_gpu_uniformity left out: CPU ranks" in profile.raw["defaults"]["source"]
-    assert cli_check([str(thresholds_dir / "cpu-calibrated.toml")]) == 0
+    assert cli_check([str(thresholds_dir / "cpu-calibrated.toml")], BOUNDS_TABLES) == 0
     # The 1-rank case ran on both ranks at once, each its own model, as the acceptance suite runs it.
     one = RunRecord.from_json(next((records_dir / "runs").glob("tiny_bert-fp32-weak-1gpu-r1*.json")).read_text())
     assert one.independent and len(one.per_rank) == 2
@@ -464,5 +466,5 @@ def test_a_newline_in_the_records_dir_stays_in_its_comment(tmp_path):
     assert all(line.startswith("#") or "=" in line or line.startswith("[") or not line
                for line in outcome.text.splitlines())
     assert '\\nname = \\"evil\\"' in outcome.text
-    profile = load_profile(outcome.path)
+    profile = load_shipped_profile(outcome.path)
     assert profile.name == "golden-cpu"

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.kinds.components.launch import ComponentsRun
-from harness.profile.load import cli_check, load_profile
+from harness.kinds.shipped import BOUNDS_TABLES, load_shipped_profile
+from harness.profile.load import cli_check
 from harness.records import RankStats, StepTimeStats
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.components import component_bounds
@@ -20,6 +21,8 @@ from harness.tools.calibrate.health import (calibrated_health, cv_bound, power_b
 from harness.tools.calibrate.cli import cli_calibrate
 from harness.tools.calibrate.measure import run_calibration
 from harness.tools.calibrate.plan import plan_from_args
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS
+from harness.kinds.soak.bounds import SOAK_BOUNDS
 from support.hardware import make_hardware
 from test_calibrate import FakeLauncher, gpu_node, parse
 
@@ -182,7 +185,7 @@ def test_a_gpu_calibration_writes_every_health_bound_components_and_stack_and_pa
     outcome = run_calibration(plan_from_args(ns, node), node, launcher=launcher, run_components=fake_components,
                               echo=lambda _: None)
     assert [(s.gpus_per_node, s.independent) for s in launcher.specs[:3]] == [(4, True), (2, False), (4, False)]
-    profile = load_profile(outcome.path)
+    profile = load_shipped_profile(outcome.path)
     bounds = profile.bounds("resnet50", "bf16")
     # Each written for the shapes it was measured at: the 1-GPU case on 4 GPUs at once, the 2- and 4-GPU cases.
     assert bounds.min_gpu_utilization_pct == {2: 94, 4: 94}  # lowest 97.0 - 3
@@ -193,13 +196,14 @@ def test_a_gpu_calibration_writes_every_health_bound_components_and_stack_and_pa
     assert bounds.min_samples_per_sec_per_gpu.keys() == {4}
     assert "min_gpu_utilization_pct 94 = lowest 97.0 % of 30 GPU readings over 9 runs - 3 points" in bounds.source
     assert "min_gpu_uniformity 0.984 = 1 - 2 x the worst deficit 0.0076" in profile.raw["defaults"]["source"]
-    assert profile.components is not None and profile.components.min_gemm_tflops == {"bf16": 1800.0}
-    assert profile.components.max_peer_latency_us == 2.8 and profile.components.datasheet_hbm_gbps is None
-    assert "lowest 2000 x 0.9 (6 figures over 3 runs)" in profile.components.source
+    components = profile.table(COMPONENTS_BOUNDS)
+    assert components is not None and components.min_gemm_tflops == {"bf16": 1800.0}
+    assert components.max_peer_latency_us == 2.8 and components.datasheet_hbm_gbps is None
+    assert "lowest 2000 x 0.9 (6 figures over 3 runs)" in components.source
     assert profile.stack is not None and (profile.stack.torch, profile.stack.driver) == ("2.11.0+cu130", "590.10")
     assert "min_gpu_utilization_pct = { 2 = 94, 4 = 94 }" in outcome.text  # a whole percent
     capsys.readouterr()
-    assert cli_check([str(outcome.path)]) == 0, capsys.readouterr().err  # `harness thresholds check`
+    assert cli_check([str(outcome.path)], BOUNDS_TABLES) == 0, capsys.readouterr().err  # `harness thresholds check`
 
 
 def test_without_components_no_components_table_is_written(tmp_path):
@@ -209,7 +213,7 @@ def test_without_components_no_components_table_is_written(tmp_path):
                "--output-dir", str(tmp_path), "--records-dir", str(tmp_path / "records"))
     table = {("resnet50", "bf16", g): [9000.0, 9010.0, 9005.0] for g in (1, 2)}
     outcome = run_calibration(plan_from_args(ns, node), node, launcher=TelemetryLauncher(table), echo=lambda _: None)
-    assert load_profile(outcome.path).components is None and "[components]" not in outcome.text
+    assert load_shipped_profile(outcome.path).table(COMPONENTS_BOUNDS) is None and "[components]" not in outcome.text
 
 
 # --- no calibration or batch search on CPU ranks of a GPU node ----------------------------------
@@ -278,7 +282,8 @@ def _lines(path: Path) -> list[dict]:
 def test_the_shipped_h100_component_bounds_alone_come_out_of_their_runs():
     """GEMM, HBM and the host link of a GPU alone: measured 2026-11-24 on 1-GPU VMs (the concurrent host link
     is a table by GPUs at once now, fitted from 4-GPU sessions: tests/test_fit.py)."""
-    shipped = load_profile(Path(__file__).resolve().parent.parent / "thresholds" / "h100-80gb.toml").components
+    shipped = load_shipped_profile(Path(__file__).resolve().parent.parent / "thresholds" / "h100-80gb.toml").table(
+        COMPONENTS_BOUNDS)
     with gzip.open(DATA / "2026-11-24-components" / "components-h100.json.gz", "rt") as handle:
         runs = json.load(handle)["runs"]
     values, _ = component_bounds(runs, 0.10)
@@ -304,7 +309,8 @@ def test_the_shipped_soak_bounds_come_out_of_their_soaks(profile, pattern, capsy
     paths = sorted((DATA / "2026-11-24-soak").glob(pattern))
     assert len(paths) >= 3  # issue 17: three healthy runs or more
     assert module.main([str(p) for p in paths]) == 0
-    shipped = load_profile(Path(__file__).resolve().parent.parent / "thresholds" / f"{profile}.toml").soak
+    shipped = load_shipped_profile(Path(__file__).resolve().parent.parent / "thresholds" / f"{profile}.toml").table(
+        SOAK_BOUNDS)
     decays = [module.read_soak(p)["throughput_decay"] for p in paths]
     assert shipped.max_throughput_decay == soak_decay_bound(decays)
     assert f"max_throughput_decay = {shipped.max_throughput_decay}" in capsys.readouterr().out

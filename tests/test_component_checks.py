@@ -10,10 +10,12 @@ import pytest
 from harness.kinds.components import checks
 from harness.kinds.components.launch import CPU_SIZES, ComponentsSpec, run_components
 from harness.launch.spec import LaunchSettings
-from harness.profile.bounds import ComponentBounds
-from harness.profile.load import ThresholdError, load_profiles
+from harness.kinds.components.bounds import ComponentBounds
+from harness.kinds.shipped import load_shipped_profiles
+from harness.profile.load import ThresholdError
 from harness.results.location import Location
 from harness.kinds.components import arith
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS
 from support.profiles import cpu_test_profile
 
 UUID = "GPU-8d1c0f2a"
@@ -195,12 +197,12 @@ def test_components_section_loads_and_bad_keys_are_named(tmp_path):
     good = cpu_test_profile(sections='[components]\nmin_gemm_tflops = { fp32 = 0.001 }\nmin_hbm_copy_gbps = 1.5\n'
                                      'source = "measured"')
     (tmp_path / "cpu-test.toml").write_text(good)
-    profile = next(p for p in load_profiles(tmp_path) if p.name == "cpu-test")
-    assert profile.components == ComponentBounds(min_gemm_tflops={"fp32": 0.001}, min_hbm_copy_gbps=1.5,
+    profile = next(p for p in load_shipped_profiles(tmp_path) if p.name == "cpu-test")
+    assert profile.table(COMPONENTS_BOUNDS) == ComponentBounds(min_gemm_tflops={"fp32": 0.001}, min_hbm_copy_gbps=1.5,
                                                  source="measured")
     (tmp_path / "cpu-test.toml").write_text(good.replace("fp32 = 0.001", "fp64 = 0.001").replace("1.5", "-1"))
     with pytest.raises(ThresholdError) as error:
-        load_profiles(tmp_path)
+        load_shipped_profiles(tmp_path)
     assert "components.min_gemm_tflops.fp64" in str(error.value)
     assert "allowed keys here: bf16, fp16, tf32, fp32" in str(error.value)
     assert "components.min_hbm_copy_gbps" in str(error.value) and "must be > 0 GB/s" in str(error.value)
@@ -209,8 +211,8 @@ def test_components_section_loads_and_bad_keys_are_named(tmp_path):
 def test_shipped_profiles_load_with_their_components():
     from harness.profile.load import default_thresholds_dir
 
-    profiles = {p.name: p for p in load_profiles(default_thresholds_dir())}
-    cpu = profiles["cpu"].components
+    profiles = {p.name: p for p in load_shipped_profiles(default_thresholds_dir())}
+    cpu = profiles["cpu"].table(COMPONENTS_BOUNDS)
     assert cpu is not None and set(cpu.min_gemm_tflops) == {"fp32"} and cpu.min_hbm_copy_gbps
     assert cpu.min_h2d_gbps is None and cpu.min_peer_gbps is None  # no host link or peer on a CPU run
 

@@ -13,7 +13,7 @@ from harness.checks import confirm
 from harness.kinds.components.launch import GPU_SIZES, ComponentsRun, ComponentsSpec
 from harness.launch.spec import LaunchSettings
 from harness.kinds.components.runner import ComponentRuns
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from harness.results.check import Check
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +44,8 @@ def component_runs(tmp_path: Path, first_d2h: float, remeasured_d2h: list[float]
 
     monkeypatch.setattr("harness.kinds.components.runner.run_components", fake_run)
     gpus = [SimpleNamespace(index=i, uuid=f"GPU-{i}") for i in range(4)]
-    ctx = SimpleNamespace(profile=load_profile(REPO / "thresholds" / "h100-80gb.toml"), device="cuda", run_id="s",
+    ctx = SimpleNamespace(profile=load_shipped_profile(REPO / "thresholds" / "h100-80gb.toml"), device="cuda",
+                          run_id="s",
                           hardware=SimpleNamespace(gpus=gpus), options=SimpleNamespace(calibration=calibration),
                           busy_gpus=lambda width: [], log_dir=lambda name: tmp_path / name)
     runs = ComponentRuns(ctx=ctx, say=lambda text: None)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import pytest
 from harness import definitions
 from harness.definitions import DEFINITIONS, current_id, fingerprint, mismatch
 from harness.profile.kinds import Reference
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from harness.tools.calibrate.sessions import CHECK_TO_BOUND
 
 from test_thresholds import REPO_THRESHOLDS_DIR
@@ -38,7 +38,7 @@ def test_rewording_a_docstring_leaves_the_fingerprint_alone(tmp_path):
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_every_shipped_profile_says_how_its_bounds_were_measured(path):
-    profile = load_profile(path)
+    profile = load_shipped_profile(path)
     assert "training" in profile.definitions
 
 
@@ -46,7 +46,7 @@ def test_every_shipped_profile_says_how_its_bounds_were_measured(path):
 def test_a_profile_of_todays_training_definition_has_only_fitted_case_bounds(path):
     """Every bound a session judges under today's definition came out of harness calibrate-fit (a reference
     and a tolerance with its hosts and runs), never a hand edit or a number carried over from an older one."""
-    profile = load_profile(path)
+    profile = load_shipped_profile(path)
     if profile.definitions.get("training") != current_id("training"):
         pytest.skip(f"{path.name}: training bounds of {profile.definitions.get('training')}, not judged today")
     handmade = []

@@ -15,12 +15,14 @@ import pytest
 from harness.cases import remeasure_label, remeasure_of
 from harness.definitions import current_id
 from harness.exitcodes import EXIT_USAGE_ERROR
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from harness.records import write_record
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.fit import (FACTOR, POWER_FLOOR, apply, check_hosts, cli_fit, fit, held_out_sessions,
                                          report)
 from harness.tools.calibrate.sessions import Figure, Session, read_session
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS
+from harness.kinds.interconnect.bounds import INTERCONNECT_BOUNDS
 
 from test_records import full_record
 
@@ -220,7 +222,7 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
                             assume_training_definition=None, leave_out="", source="")
     assert cli_fit(ns) == 0
-    loaded = load_profile(profile)
+    loaded = load_shipped_profile(profile)
     bounds = loaded.bounds("resnet50", "bf16")
     assert bounds.min_weak_efficiency[2] == pytest.approx(0.97 * (1 - 2 * (0.98 - 0.955) / 0.97), rel=1e-4)
     assert bounds.references["min_weak_efficiency"][2].hosts == 3
@@ -234,7 +236,7 @@ def test_the_fit_goes_into_the_profile_as_references_of_todays_definition(three_
 def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
     profile.write_text(HAND_SET.read_text().replace('name = "h200"', 'name = "toy"'))
-    before = load_profile(profile).bounds("resnet50", "bf16")
+    before = load_shipped_profile(profile).bounds("resnet50", "bf16")
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
                             assume_training_definition=None, leave_out="max_step_time_cv, min_weak_efficency",
@@ -244,7 +246,7 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
     assert "--leave-out min_weak_efficency: not a bound calibrate-fit fits" in err and "min_weak_efficiency" in err
     ns.leave_out = "max_step_time_cv"
     assert cli_fit(ns) == 0
-    after = load_profile(profile).bounds("resnet50", "bf16")
+    after = load_shipped_profile(profile).bounds("resnet50", "bf16")
     assert "not fitted, as asked: max_step_time_cv" in profile.read_text()
     assert after.max_step_time_cv == before.max_step_time_cv and "max_step_time_cv" not in after.references
     assert after.min_weak_efficiency != before.min_weak_efficiency
@@ -254,7 +256,7 @@ def test_a_bound_left_out_is_not_written_and_the_profile_says_so(three_hosts, tm
 def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_table(three_hosts, tmp_path, capsys):
     profile = tmp_path / "toy.toml"
     profile.write_text(HAND_SET.read_text().replace('name = "h200"', 'name = "toy"'))
-    components_source = load_profile(profile).components.source
+    components_source = load_shipped_profile(profile).table(COMPONENTS_BOUNDS).source
     ns = argparse.Namespace(sessions=[str(d) for d in three_hosts], profile=str(profile), output=None,
                             report=str(tmp_path / "fit.md"), min_hosts=3, min_tol=0.0,
                             assume_training_definition=None, leave_out="", source="")
@@ -270,11 +272,11 @@ def test_a_refit_replaces_the_earlier_note_and_names_its_source_in_each_case_tab
     assert (f"; {held_out} of them fail leave-one-host-out" in said) == (held_out > 0)
     text = profile.read_text()
     assert text.count("# Bounds written as { ref, tol, hosts, runs, spread } were fitted") == 1
-    loaded = load_profile(profile)
+    loaded = load_shipped_profile(profile)
     assert loaded.bounds("resnet50", "bf16").source.startswith(
         "fitted by harness calibrate-fit from 4 sessions on 3 hosts (docs/data/toy-sessions); "
         "each bound { ref, tol, hosts, runs, spread }")
-    assert loaded.components.source == components_source  # it also holds bounds measured otherwise
+    assert loaded.table(COMPONENTS_BOUNDS).source == components_source  # it also holds bounds measured otherwise
 
 
 def test_a_refit_replaces_a_note_an_author_extended_over_several_lines_and_keeps_what_follows_it(three_hosts,
@@ -348,24 +350,25 @@ def test_all_reduce_bounds_are_fitted_into_an_interconnect_table_the_profile_did
     start = text.index("\n# All-reduce bus bandwidth")
     profile.write_text(text[:start] + text[text.index("\n[soak]"):].replace('allreduce = "2026-11-21"',
                                                                            'allreduce = "2026-01-01"'))
-    assert load_profile(profile).interconnect is None
+    assert load_shipped_profile(profile).table(INTERCONNECT_BOUNDS) is None
     ns = argparse.Namespace(sessions=[str(d) for d in [*three_hosts, old]], profile=str(profile), output=None,
                             report=None, min_hosts=3, min_tol=0.0, assume_training_definition=None, leave_out="",
                             source="docs/data/toy", drop_unfitted=True)  # toy nodes of 2 into a profile of nodes of 4
     assert cli_fit(ns) == 0
-    loaded = load_profile(profile)
-    reference = loaded.interconnect.references["min_allreduce_busbw_gbps"][2]
+    loaded = load_shipped_profile(profile)
+    reference = loaded.table(INTERCONNECT_BOUNDS).references["min_allreduce_busbw_gbps"][2]
     # host medians 345.5 / 350 / 348 -> ref 348; worst 345 is 0.86 % short, the hosts' spread 1.29 %: tol twice that,
     # over the all-reduce's 2 % floor
     assert (reference.ref, reference.tol, reference.hosts, reference.runs) == (348.0, 0.02586, 3, 4)
-    assert loaded.interconnect.min_allreduce_busbw_gbps[2] == pytest.approx(348.0 * (1 - 0.02586))
-    assert "docs/data/toy" in loaded.interconnect.source and loaded.definitions["allreduce"] == current_id("allreduce")
+    assert loaded.table(INTERCONNECT_BOUNDS).min_allreduce_busbw_gbps[2] == pytest.approx(348.0 * (1 - 0.02586))
+    assert "docs/data/toy" in loaded.table(INTERCONNECT_BOUNDS).source
+    assert loaded.definitions["allreduce"] == current_id("allreduce")
 
     from harness.kinds.interconnect.checks import _busbw_check
     from harness.kinds.interconnect.launch import AllReduceRun
     def judged(busbw: float):
         return _busbw_check(AllReduceRun(gpus=2, run_id="r", status="ok", rows=[
-            {"size_bytes": 8 << 30, "busbw_gbps": busbw, "correct": True}]), loaded.interconnect)
+            {"size_bytes": 8 << 30, "busbw_gbps": busbw, "correct": True}]), loaded.table(INTERCONNECT_BOUNDS))
 
     assert judged(340.0).passed and judged(340.0).note == "2.3% under this kind's reference 348 (3 hosts, 4 runs)"
     assert judged(337.56).passed is False
@@ -405,9 +408,9 @@ def unpacked(folder: Path, tmp_path: Path) -> Path:
 def shipped_reference(profile, figure):
     """The shipped bound of a figure's table, key and GPU count, as a reference (None: the profile has none)."""
     if figure.table == "interconnect":
-        references = profile.interconnect.references
+        references = profile.table(INTERCONNECT_BOUNDS).references
     elif figure.table == "components":
-        references = profile.components.references
+        references = profile.table(COMPONENTS_BOUNDS).references
     else:
         _, model, precision = figure.table.split(".")
         references = profile.bounds(model, precision).references
@@ -418,7 +421,7 @@ def test_the_shipped_h100_training_bounds_come_out_of_their_healthy_sessions():
     """thresholds/h100-80gb.toml's fitted bounds, re-fitted from the archived sessions they were fitted from (read
     packed, as docs/data keeps them)."""
     sessions = [read_session(folder, assume_training="2026-11-27") for folder in HEALTHY]
-    shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h100-80gb.toml")
     for fitted in fit(sessions):
         reference = shipped_reference(shipped, fitted)
         assert reference is not None, fitted
@@ -470,7 +473,7 @@ def test_a_host_the_bounds_were_not_fitted_on_meets_every_shipped_bound(run_dir)
     """Hosts J and M (docs/data/2026-11-27-h100x4-host-j, docs/data/2026-11-28-h100x4-host-m): each figure their
     sessions measured, as the fit reads it, meets the shipped h100-80gb bound of its table, key and GPU count, and
     every fitted bound was met."""
-    judged = assert_meets_every_shipped_bound(load_profile(REPO / "thresholds" / "h100-80gb.toml"), run_dir)
+    judged = assert_meets_every_shipped_bound(load_shipped_profile(REPO / "thresholds" / "h100-80gb.toml"), run_dir)
     assert len(judged) == 98 + 1  # and the all-reduce at 4 GPUs, the one a node of 4 runs
 
 
@@ -506,7 +509,7 @@ def _first_attempts_judged(run_dir: Path) -> tuple[int, int, list[tuple[str, str
     from harness.run_directory import read_run_directory, run_record
     from harness.tools.calibrate.sessions import first_attempts, reference_of, references_of
 
-    shipped = load_profile(REPO / "thresholds" / "h100-80gb.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h100-80gb.toml")
     directory = read_run_directory(run_dir, launch_records=True)
     records = first_attempts([run_record(found.data) for found in (*directory.records, *directory.launch_records)])
     references = references_of(records)
@@ -534,7 +537,7 @@ def test_records_of_hosts_outside_the_fit_rejudged_by_todays_checks_pass_every_s
 def test_shipped_fitted_bounds_come_out_of_the_sessions_they_name():
     """A shipped fit is reproducible from docs/data: every bound of h100-80gb-x2 (nodes of 2 GPUs) from its 8
     sessions on 5 hosts: X1-X5's 6 and X11's 2 (h100-80gb's: the test above)."""
-    shipped = load_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
     fitted = fit([read_session(folder) for folder in [*sorted(X2.iterdir()), *X11_FITTED]])
     assert_reproduced(shipped, fitted, hosts=5)
     assert len(fitted) == 59
@@ -545,7 +548,7 @@ def test_a_healthy_pair_whose_gpus_differ_by_a_percent_fails_no_straggler_bound_
     FAILed vit_b_16 bf16 straggler ratio 1.013 against a limit of 1.012 that four hosts had set at the 1 % floor. The
     refit from five hosts (X11 in it) judges both sessions' first attempts without a straggler miss, and still sets
     every 2-GPU straggler limit below 1.05: the foreign load of `harness selftest` read 2.17 on that host."""
-    profile = load_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
+    profile = load_shipped_profile(REPO / "thresholds" / "h100-80gb-x2.toml")
     limits = [profile.bounds(model, precision).at("max_straggler_ratio", 2)
               for model in profile.models for precision in profile.precisions]
     assert limits and all(1.01 < limit < 1.05 for limit in limits)
@@ -563,7 +566,7 @@ def test_a_node_of_2_gpus_is_judged_by_its_own_shape_where_the_4_gpu_fit_judged_
     references = {(r.model, r.precision): r for r in records if r.world_size == 1}
     outcomes = {}
     for name in ("h100-80gb", "h100-80gb-x2"):
-        profile = load_profile(REPO / "thresholds" / f"{name}.toml")
+        profile = load_shipped_profile(REPO / "thresholds" / f"{name}.toml")
         outcomes[name] = [c.passed for r in records if r.world_size == 2
                           for c in weak_scaling_checks(r, references[(r.model, r.precision)],
                                                        profile.bounds(r.model, r.precision), telemetry_note="n/a")
@@ -573,7 +576,8 @@ def test_a_node_of_2_gpus_is_judged_by_its_own_shape_where_the_4_gpu_fit_judged_
 
 def test_one_nccl_channel_fails_the_h100_all_reduce_bound_that_a_healthy_host_meets():
     """The partial interconnect degradation the all-reduce bound exists for (issue 27), on host E."""
-    bound = load_profile(REPO / "thresholds" / "h100-80gb.toml").interconnect.min_allreduce_busbw_gbps
+    interconnect = load_shipped_profile(REPO / "thresholds" / "h100-80gb.toml").table(INTERCONNECT_BOUNDS)
+    bound = interconnect.min_allreduce_busbw_gbps
     figures = {}
     for name in ("20261127-124457-vm-h100-80gb-900", "20261127-124908-vm-h100-80gb-1310"):
         with gzip.open(HOST_E / name / "session.json.gz") as packed:
@@ -639,7 +643,7 @@ def test_a_strong_scaling_baseline_judged_against_itself_is_no_figure_of_the_str
     folders = sorted((REPO / "docs" / "data" / "2026-11-27-cpu-calibration" / "sessions").iterdir())
     strong = [f for f in fit([read_session(d) for d in folders], min_hosts=1) if f.key == "min_strong_efficiency"]
     assert strong and all(f.runs == 3 for f in strong)
-    shipped = load_profile(REPO / "thresholds" / "cpu.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "cpu.toml")
     for fitted in strong:
         assert shipped_reference(shipped, fitted).ref == pytest.approx(fitted.ref, rel=1e-5)
 
@@ -647,7 +651,7 @@ def test_a_strong_scaling_baseline_judged_against_itself_is_no_figure_of_the_str
 def _misses(run_dir: Path, profile: str = "h100-80gb") -> list[tuple[str, str, int, float]]:
     """(table, key, GPU count, figure) of every figure of a session, as the fit reads it, that misses its shipped
     bound in thresholds/<profile>.toml."""
-    shipped = load_profile(REPO / "thresholds" / f"{profile}.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / f"{profile}.toml")
     missed = []
     for figure in read_session(run_dir).figures:
         reference = shipped_reference(shipped, figure)
@@ -683,7 +687,7 @@ H200X2_HELD_OUT = REPO / "docs" / "data" / "2026-11-28-h200x2-held-out" / "sessi
 def test_the_shipped_h200_x2_bounds_come_out_of_their_calibration_sessions_and_a_fourth_host_meets_them():
     """thresholds/h200-x2.toml (nodes of 2 H200s) from its 4 calibration sessions on 3 hosts (2026-11-28), every
     bound reproduced; the default session of a fourth host, which PASSed on the GPUs, meets every one of them."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x2.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x2.toml")
     fitted = fit([read_session(folder) for folder in sorted(H200X2.iterdir())])
     assert_reproduced(shipped, fitted, hosts=3)
     assert len(fitted) == 59
@@ -697,7 +701,7 @@ H200X2_HOST_P = REPO / "docs" / "data" / "2026-11-28-h200x2-host-p" / "sessions"
 def test_a_fifth_2_x_h200_host_meets_every_h200_x2_bound_in_both_its_sessions(name):
     """Host P (GPU 0 GPU-8d748f7e, 2026-11-28): two default sessions, each PASS on the GPUs; each first settled
     window meets every fitted bound."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x2.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x2.toml")
     assert len(assert_meets_every_shipped_bound(shipped, H200X2_HOST_P / name)) == 59
 
 
@@ -708,7 +712,7 @@ H200X1_HELD_OUT = REPO / "docs" / "data" / "2026-11-28-h200x1-held-out" / "sessi
 def test_the_shipped_h200_x1_bounds_come_out_of_their_calibration_sessions_and_a_fourth_host_meets_them():
     """thresholds/h200-x1.toml (nodes of 1 H200) from its 5 calibration sessions on 3 hosts (2026-11-28), every bound
     reproduced; host E's two default sessions (GPU-ee61212f), each PASS on the GPU, meet every one of them."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x1.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x1.toml")
     fitted = fit([read_session(folder) for folder in sorted(H200X1.iterdir())])
     assert_reproduced(shipped, fitted, hosts=3)
     assert len(fitted) == 34
@@ -722,7 +726,7 @@ def test_the_host_d_session_that_failed_misses_one_step_time_cv_and_its_host_lin
     CV (0.0281 against 0.0278, confirmed 2 of 3) (docs/data/2026-11-28-h200x1-held-out). The host link's least
     tolerance is now a host-side one (fit.HOST_LINK_FLOOR, 29 %: limit 39.3): of the first attempts, as the fit reads
     them, only the CV misses, a tail figure; the session would still FAIL on it, as it did."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x1.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x1.toml")
     missed = []
     for figure in read_session(H200X1_HELD_OUT / "20261128-105732-vm-h200-x1-659").figures:
         reference = shipped_reference(shipped, figure)
@@ -744,7 +748,7 @@ H200X4_HELD_OUT = REPO / "docs" / "data" / "2026-11-28-h200x4-held-out" / "sessi
 def test_the_shipped_h200_bounds_come_out_of_six_sessions_on_three_4_x_h200_hosts():
     """thresholds/h200.toml (nodes of 4 H200s), every bound reproduced from its sessions, 2026-11-27 and -28; no
     8-GPU bound (no 8 x H200 node was measured)."""
-    shipped = load_profile(REPO / "thresholds" / "h200.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200.toml")
     fitted = fit([read_session(folder) for folder in H200X4_FIT])
     assert_reproduced(shipped, fitted, hosts=3)
     assert len(fitted) == 99
@@ -754,7 +758,7 @@ def test_the_shipped_h200_bounds_come_out_of_six_sessions_on_three_4_x_h200_host
 def test_a_4_x_h200_host_outside_the_fit_meets_every_h200_bound():
     """Host GPU-ef705d6a (2026-11-28), in no fit: its default session PASSed in 178.53 s with nothing re-measured,
     and each first settled window meets every one of the 99 fitted bounds."""
-    shipped = load_profile(REPO / "thresholds" / "h200.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200.toml")
     assert len(assert_meets_every_shipped_bound(shipped, H200X4_HELD_OUT / "20261128-162426-vm-h200-958")) == 99
 
 
@@ -815,7 +819,7 @@ H200X1_HOSTS_F_G = REPO / "docs" / "data" / "2026-11-28-h200x1-hosts-f-g" / "ses
 def test_host_f_meets_every_h200_x1_bound_in_both_its_sessions(name):
     """Host F (GPU-5cbd1282, 2026-11-28): two default sessions, each PASS; each first settled window meets every
     fitted bound of h200-x1."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x1.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x1.toml")
     assert len(assert_meets_every_shipped_bound(shipped, H200X1_HOSTS_F_G / name)) == 34
 
 
@@ -825,7 +829,7 @@ def test_host_g_draws_less_power_than_the_fitted_hosts_and_meets_the_chip_wide_p
     1965-1980 MHz, 99.4 % utilization and the reference's rate. Under POWER_FLOOR every power fraction it measured
     passes; its first session's ResNet-152 fp16 step-time CV and utilization still miss (the host stalled the GPU in
     2 of 3 windows: CV 0.0605, 0.1001, 0.0017; utilization 94.55, 93.0, 99.64), and so that session still FAILs."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x1.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x1.toml")
     missed = []
     for name in ("20261128-134240-vm-h200-x1-529", "20261128-134451-vm-h200-x1-684"):
         for figure in read_session(H200X1_HOSTS_F_G / name).figures:
@@ -849,7 +853,7 @@ def test_hosts_h_and_i_meet_every_h200_x1_bound_with_the_chip_wide_power_floor(n
     """Hosts H (GPU-d9020006, two sessions) and I (GPU-60961fe1), measured after POWER_FLOOR and in no fit: each
     session PASSed and each first window meets every fitted bound. Host H's chip draws ResNet-50 bf16 at 0.8413 and
     0.8422 of its limit, under the 5 % floor's 0.848, which would have FAILed both its sessions."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x1.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x1.toml")
     assert len(assert_meets_every_shipped_bound(shipped, H200X1_HOSTS_H_I / name)) == 34
     power = {figure.table: figure.value for figure in read_session(H200X1_HOSTS_H_I / name).figures
              if figure.key == "min_power_fraction_of_limit"}
@@ -864,7 +868,7 @@ H200X2_SETTLE = REPO / "docs" / "data" / "2026-11-28-h200x2-settle-doubled" / "s
 def test_hosts_q_and_r_meet_every_h200_x2_bound(name):
     """Hosts Q (GPU-e7110998) and R (GPU-6a9be583), 2026-11-28, in no fit: each default session PASSed on the GPUs
     and each first settled window meets every fitted h200-x2 bound."""
-    shipped = load_profile(REPO / "thresholds" / "h200-x2.toml")
+    shipped = load_shipped_profile(REPO / "thresholds" / "h200-x2.toml")
     assert len(assert_meets_every_shipped_bound(shipped, H200X2_SETTLE / name)) == 59
 
 

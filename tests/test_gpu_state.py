@@ -1,5 +1,5 @@
 """GPU state through NVML: the snapshot (harness/node/gpu_state.py) against the fake NVML, the checks
-(harness/checks/gpu_state.py) against the shipped profiles' [gpu_state], and the plugin's runner
+(harness/kinds/gpu_state/checks.py) against the shipped profiles' [gpu_state], and the plugin's runner
 (harness/plugin/gpu_state.py). The healthy case is the lead's probe of a 1 x H100 VM: it must pass."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import pynvml
 import pytest
 
-from harness.checks.gpu_state import GpuStateInput, clock_setting_windows, gpu_state_checks
+from harness.checks.gpu_state import GpuStateInput, clock_setting_windows
+from harness.kinds.gpu_state.checks import gpu_state_checks
 from harness.node.gpu_state import read_gpu_state, read_gpu_states
 from harness.node.hardware import GpuInfo
 from harness.kinds.shipped import JOBS
@@ -20,20 +21,22 @@ from harness.kinds.gpu_state.params import gpu_state_params
 from harness.plugin.cases import NO_GPU
 from harness.plugin.gpu_state import GpuStateWatcher
 from harness.plugin.levels import order_by_jobs
-from harness.profile.bounds import GpuStateBounds
-from harness.profile.load import ThresholdError, load_profile
-from harness.profile.schema import GPU_STATE_KEYS
+from harness.kinds.gpu_state.bounds import GpuStateBounds
+from harness.kinds.shipped import load_shipped_profile
+from harness.profile.load import ThresholdError
+from harness.kinds.gpu_state.bounds import GPU_STATE_KEYS
 from harness.results.location import Location
+from harness.kinds.gpu_state.bounds import GPU_STATE_BOUNDS
 from support.hardware import make_hardware
 from support.jobs import OTHER_TESTS_JOB
 from support.gpu_state import check_gpu
 from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, fake_nvml
-from support.profiles import cpu_test_profile
+from support.profiles import cpu_test_profile, profile_stub
 
 pytest_plugins = ["pytester"]
 
 THRESHOLDS = Path(__file__).resolve().parents[1] / "thresholds"
-_H100 = load_profile(THRESHOLDS / "h100-80gb.toml").gpu_state
+_H100 = load_shipped_profile(THRESHOLDS / "h100-80gb.toml").table(GPU_STATE_BOUNDS)
 assert _H100 is not None
 H100: GpuStateBounds = _H100
 STRICT = GpuStateBounds(require_ecc=True, source="test")
@@ -196,10 +199,11 @@ def test_snapshots_without_nvml_say_why():
 
 def test_every_shipped_gpu_profile_has_a_gpu_state_section():
     for path in sorted(THRESHOLDS.glob("*.toml")):
-        profile = load_profile(path)
+        profile = load_shipped_profile(path)
         if profile.hardware.device == "cuda":
-            assert profile.gpu_state is not None and profile.gpu_state.require_ecc, path.name
-            assert set(profile.gpu_state.allow_unsupported) <= set(GPU_STATE_KEYS)
+            bounds = profile.table(GPU_STATE_BOUNDS)
+            assert bounds is not None and bounds.require_ecc, path.name
+            assert set(bounds.allow_unsupported) <= set(GPU_STATE_KEYS)
 
 
 def test_an_unknown_check_in_allow_unsupported_is_refused(tmp_path):
@@ -207,7 +211,7 @@ def test_an_unknown_check_in_allow_unsupported_is_refused(tmp_path):
     path.write_text(cpu_test_profile(sections='[gpu_state]\nrequire_ecc = true\nallow_unsupported = ["xid"]\n'
                                               'source = "t"'))
     with pytest.raises(ThresholdError, match="gpu_state.allow_unsupported"):
-        load_profile(path)
+        load_shipped_profile(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +221,7 @@ def test_an_unknown_check_in_allow_unsupported_is_refused(tmp_path):
 def _ctx(device: str = "cuda", gpus: int = 2) -> Any:
     hardware = SimpleNamespace(gpus=tuple(GpuInfo(index=i, name="NVIDIA H100 80GB HBM3", uuid=UUIDS[i],
                                                   memory_total_gib=79.6, pci_bus_id=f"0:{i}") for i in range(gpus)))
-    profile = SimpleNamespace(name="h100-80gb", gpu_state=H100)
+    profile = profile_stub("h100-80gb", {GPU_STATE_BOUNDS: H100})
     return SimpleNamespace(device=device, hardware=hardware, profile=profile, allocation=None)
 
 

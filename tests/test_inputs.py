@@ -14,7 +14,8 @@ import pytest
 
 from harness import cli
 from harness.launch import benchmark, command
-from harness.profile.load import MAX_PROFILE_BYTES, ThresholdError, cli_check, load_profile
+from harness.kinds.shipped import BOUNDS_TABLES, load_shipped_profile
+from harness.profile.load import MAX_PROFILE_BYTES, ThresholdError, cli_check
 from harness.records import RunRecord, read_record
 
 CPU_PROFILE = (Path(__file__).resolve().parents[1] / "thresholds" / "cpu.toml").read_text()
@@ -171,21 +172,21 @@ def test_a_fifo_profile_is_refused_without_waiting_for_a_writer(tmp_path):
     fifo = tmp_path / "cpu.toml"
     os.mkfifo(fifo)
     with pytest.raises(ThresholdError) as caught:
-        load_profile(fifo)  # before the fix: blocks in open() for ever
+        load_shipped_profile(fifo)  # before the fix: blocks in open() for ever
     assert caught.value.problems == [f"{fifo}: is not a regular file (a pipe, device or socket); a threshold "
                                      "profile is a .toml file"]
 
 
 def test_a_device_profile_is_refused_unread(tmp_path):
     with pytest.raises(ThresholdError, match=r"^/dev/zero: is not a regular file"):
-        load_profile("/dev/zero")  # before the fix: read until memory runs out
+        load_shipped_profile("/dev/zero")  # before the fix: read until memory runs out
 
 
 def test_a_profile_over_the_size_cap_is_refused(tmp_path):
     path = tmp_path / "cpu.toml"
     path.write_text(CPU_PROFILE + "#" * MAX_PROFILE_BYTES)
     with pytest.raises(ThresholdError, match=r"cpu\.toml: is larger than 1024 KiB; a threshold profile is a few KB"):
-        load_profile(path)
+        load_shipped_profile(path)
 
 
 @pytest.mark.parametrize("nested", [
@@ -197,7 +198,7 @@ def test_deep_nesting_is_a_threshold_error_naming_the_file(tmp_path, nested):
     path = tmp_path / "cpu.toml"
     path.write_text(nested + "\n")
     with pytest.raises(ThresholdError) as caught:
-        load_profile(path)
+        load_shipped_profile(path)
     assert len(caught.value.problems) == 1
     assert caught.value.problems[0].startswith(f"{path}: ")
     assert "nest" in caught.value.problems[0]
@@ -206,7 +207,7 @@ def test_deep_nesting_is_a_threshold_error_naming_the_file(tmp_path, nested):
 def test_cli_check_reports_a_fifo_and_goes_on(tmp_path, capsys):
     os.mkfifo(tmp_path / "fifo.toml")
     (tmp_path / "cpu.toml").write_text(CPU_PROFILE)
-    assert cli_check([str(tmp_path)]) == 1
+    assert cli_check([str(tmp_path)], BOUNDS_TABLES) == 1
     out, err = capsys.readouterr()
     assert f"ok  {tmp_path / 'cpu.toml'}" in out
     assert f"{tmp_path / 'fifo.toml'}: is not a regular file" in err
@@ -221,7 +222,7 @@ def run_problems(tmp_path: Path, run_table: str) -> list[str]:
     path = tmp_path / "cpu.toml"
     path.write_text(text)
     with pytest.raises(ThresholdError) as caught:
-        load_profile(path)
+        load_shipped_profile(path)
     return [problem.removeprefix(f"{path}: ") for problem in caught.value.problems]
 
 

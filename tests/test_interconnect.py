@@ -24,7 +24,7 @@ from harness.node.cpu_features import runs_in_virtual_machine
 from harness.node.topology import read_topology, why_no_nvlink
 from harness.kinds.interconnect.params import allreduce_params
 from harness.kinds.interconnect.runner import InterconnectRuns
-from harness.profile.bounds import InterconnectBounds, TopologyBounds
+from harness.kinds.interconnect.bounds import INTERCONNECT_BOUNDS, TOPOLOGY_BOUNDS, InterconnectBounds, TopologyBounds
 from harness.kinds.interconnect import worker as interconnect
 from harness.kinds.interconnect.worker import check_allreduce, expected_sum, fill_pattern, pattern_values
 from harness.kinds.interconnect.busbw import bus_bandwidth_gbps, default_max_bytes, iterations_for, message_sizes
@@ -34,7 +34,7 @@ from harness.workloads.plan import read_plan
 from harness.workloads.units import GIB, MIB
 from harness.results.job import Failure
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
-from support.profiles import cpu_test_profile
+from support.profiles import cpu_test_profile, profile_stub
 from support.sampling import drive
 
 pytest_plugins = ["pytester"]
@@ -268,7 +268,7 @@ def _topology_session(monkeypatch, gpus=4):
                         lambda infos: read_topology(infos, FakeNvml([FakeGpu(uuid=UUIDS[i], pcie_gen=1)
                                                                      for i in range(gpus)])))
     ctx = SimpleNamespace(hardware=SimpleNamespace(gpu_count=gpus, gpus=_gpus(gpus)), telemetry_note=lambda: "n/a",
-                          profile=SimpleNamespace(name="h200", topology=H200_TOPOLOGY))
+                          profile=profile_stub("h200", {TOPOLOGY_BOUNDS: H200_TOPOLOGY}))
     runs = InterconnectRuns(ctx=ctx)
     monkeypatch.setattr(runs, "sweep", lambda n: pytest.fail(f"the topology launched a {n}-GPU all-reduce"))
     return runs
@@ -299,7 +299,7 @@ def test_a_component_launch_that_failed_leaves_pcie_not_evaluated_saying_which(m
 def test_the_all_reduce_runs_once_on_the_widest_count_the_node_holds():
     assert allreduce_widths([1, 2, 4, 8], 4) == [4] and allreduce_widths([2, 4], 2) == [2]
     assert allreduce_widths([1, 8], 4) == [] and allreduce_widths([1], 8) == []
-    ctx = SimpleNamespace(profile=SimpleNamespace(interconnect=BOUNDS, gpu_counts=[1, 2, 4, 8], name="h200"),
+    ctx = SimpleNamespace(profile=profile_stub("h200", {INTERCONNECT_BOUNDS: BOUNDS}, gpu_counts=[1, 2, 4, 8]),
                           options=SimpleNamespace(calibration=False, gpus=None), available_gpus=4,
                           core_unit="GPUs", rank_unit="GPU")
     params = {p.id: [m.kwargs["reason"] for m in p.marks] for p in allreduce_params(ctx)}

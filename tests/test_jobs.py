@@ -12,7 +12,7 @@ from harness.jobs.job import LEVELS, Job, Requirement, gpu_count_id, gpu_id, nod
 from harness.jobs.registry import job_of, with_site_jobs
 from harness.kinds.shipped import JOBS
 from support.jobs import required_tests
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 
 ACCEPTANCE = Path(__file__).resolve().parent.parent / "acceptance"
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
@@ -35,7 +35,7 @@ def test_every_test_a_job_owns_is_in_the_acceptance_suite():
 
 
 def test_levels_are_cumulative_and_the_sign_off_needs_the_ddp_matrix():
-    h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
+    h100 = load_shipped_profile(THRESHOLDS / "h100-80gb.toml")
     quick, standard, long = (required_tests(h100, 4, level=level) for level in LEVELS)
     assert set(quick) < set(standard) < set(long)
     assert not [name for name in quick if job_of(name, JOBS).level != "quick"]
@@ -45,7 +45,7 @@ def test_levels_are_cumulative_and_the_sign_off_needs_the_ddp_matrix():
 def test_the_required_ids_are_spelt_as_the_plugin_spells_its_parameters():
     assert (gpu_id(3), node_gpu_id("gpu02", 3), pair_id(0, 1), gpu_count_id(4)) == (
         "gpu3", "gpu02-gpu3", "gpu0-gpu1", "4gpu")
-    h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
+    h100 = load_shipped_profile(THRESHOLDS / "h100-80gb.toml")
     names = required_tests(h100, 2, level="quick", nodes=("gpu01", "gpu02"))
     assert "test_gpu_state[gpu02-gpu1]" in names and "test_gemm[gpu1]" in names
 
@@ -61,21 +61,21 @@ def test_a_site_job_joins_after_the_harness_jobs_and_its_requirement_counts():
     site = Job(name="site storage", tests=("test_scratch",), level="quick", required=lambda need: ["test_scratch"])
     jobs = with_site_jobs([site], JOBS)
     assert jobs[-1] is site and job_of("test_scratch[a]", jobs) is site
-    cpu = load_profile(THRESHOLDS / "cpu.toml")
+    cpu = load_shipped_profile(THRESHOLDS / "cpu.toml")
     assert required_tests(cpu, 2, level="quick", jobs=jobs)[-1] == "test_scratch"
     with pytest.raises(ValueError, match="a job named 'site storage' already exists"):
         with_site_jobs([site, site], JOBS)
 
 
 def test_a_requirement_counts_only_the_gpu_counts_the_node_can_run():
-    h100 = load_profile(THRESHOLDS / "h100-80gb.toml")
+    h100 = load_shipped_profile(THRESHOLDS / "h100-80gb.toml")
     assert Requirement(profile=h100, expected_gpus=2).gpu_counts == [n for n in sorted(h100.gpu_counts) if n <= 2]
 
 
 def test_every_kind_of_job_the_harness_ships_requires_its_tests_somewhere():
     """A job whose ``required`` never names a test would let its tests be skipped unseen: each one the harness
     ships asks a 4-GPU node of some shipped profile for at least one test of its own."""
-    profiles = [load_profile(path) for path in sorted(THRESHOLDS.glob("*.toml"))]
+    profiles = [load_shipped_profile(path) for path in sorted(THRESHOLDS.glob("*.toml"))]
     for job in JOBS:
         asked = {name for profile in profiles for name in job.required(Requirement(profile=profile, expected_gpus=4))}
         assert asked and all(job_of(name, JOBS) is job for name in asked), job.name

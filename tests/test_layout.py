@@ -400,6 +400,26 @@ def test_a_kinds_spec_and_plan_live_in_its_folder():
     assert elsewhere == {"harness.launch.spec.BenchmarkSpec"}
 
 
+def test_launch_and_workloads_read_no_field_of_a_kinds_plan():
+    """The heartbeat tells a launch's steps from plan.json's ``steps``, which each kind's plan says of itself
+    (``planned_steps``): nothing in launch/ or workloads/ spells a field only a kind's plan has (the soak's
+    ``duration_seconds``, the sweep's ``target_seconds``)."""
+    from dataclasses import fields
+
+    from harness.kinds.interconnect.plan import AllReducePlan
+    from harness.kinds.soak.plan import SoakPlan
+    from harness.workloads.plan import CasePlan
+
+    kinds_only = {field.name for plan in (AllReducePlan, SoakPlan) for field in fields(plan)} - {
+        field.name for field in fields(CasePlan)}
+    assert {"duration_seconds", "target_seconds"} <= kinds_only
+    offenders = [f"{name}:{node.lineno}: {node.value!r}" for name, path in MODULES.items()
+                 if name.startswith(("harness.launch", "harness.workloads"))
+                 for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Constant) and node.value in kinds_only]
+    assert offenders == []
+
+
 def test_the_plugin_declares_no_kinds_own_option():
     """A kind's own option (``Job.options``: the soak's ``--soak``) is declared and parsed through its Job: the
     plugin spells none of them (issue 29)."""

@@ -29,7 +29,7 @@ from harness.kinds.gpu_state.params import gpu_state_params
 from harness.plugin.gpu_state import GpuStateWatcher
 from harness.kinds.node_shape.runner import NodeShapeRuns
 from harness.plugin.remote_gpu_state import NodeGpu, judged_nodes, probe_command
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from harness.report.outcomes import SessionTest
 from harness.kinds.shipped import report_sections
 from harness.report.sections.gpus import build_gpu_table
@@ -40,7 +40,7 @@ from support.fake_nvml import HOPPER_VM_UNSUPPORTED, UUIDS, FakeNvml, fake_nvml
 pytest_plugins = ["pytester"]
 
 THRESHOLDS = Path(__file__).resolve().parents[1] / "thresholds"
-H100 = load_profile(THRESHOLDS / "h100-80gb.toml")
+H100 = load_shipped_profile(THRESHOLDS / "h100-80gb.toml")
 
 
 def h100s(count: int = 2, **changes: Any) -> FakeNvml:

@@ -11,7 +11,8 @@ from harness.node.hardware import TorchCuda, detect
 from harness.node.presence import NvidiaPresence
 from harness.kinds.node_shape.checks import node_shape_checks
 from harness.node.shape import ExpectedGpus, expected_gpus
-from harness.profile.load import ThresholdError, load_profile
+from harness.kinds.shipped import load_shipped_profile
+from harness.profile.load import ThresholdError
 from harness.results.location import Location
 from support.fake_nvml import UUIDS, fake_nvml
 from support.profiles import cpu_test_profile
@@ -162,7 +163,7 @@ def gpu_test_profile(node: str = "") -> str:
 def test_node_section_loads_sorted(tmp_path: Path) -> None:
     path = tmp_path / "gpu-test.toml"
     path.write_text(gpu_test_profile(NODE_SECTION.format(shapes="[8, 4]")))
-    node = load_profile(path).node
+    node = load_shipped_profile(path).node
     assert node is not None and node.gpus_per_node == (4, 8) and node.source == "DGX H200 datasheet"
     assert node.to_dict() == {"gpus_per_node": [4, 8], "source": "DGX H200 datasheet"}
 
@@ -177,7 +178,7 @@ def test_bad_node_shapes_are_refused_naming_the_key(tmp_path: Path, shapes: str,
     path = tmp_path / "gpu-test.toml"
     path.write_text(gpu_test_profile(NODE_SECTION.format(shapes=shapes)))
     with pytest.raises(ThresholdError) as caught:
-        load_profile(path)
+        load_shipped_profile(path)
     assert problem in str(caught.value)
 
 
@@ -185,13 +186,14 @@ def test_a_cpu_profile_has_no_node_section(tmp_path: Path) -> None:
     path = tmp_path / "cpu-test.toml"
     path.write_text(cpu_test_profile(sections=NODE_SECTION.format(shapes="[8]")))
     with pytest.raises(ThresholdError, match=r"node.gpus_per_node = \[8\]: a cpu profile has no GPUs per node"):
-        load_profile(path)
+        load_shipped_profile(path)
 
 
 def test_every_shipped_gpu_profile_passes_the_lent_machines() -> None:
-    from harness.profile.load import default_thresholds_dir, load_profiles
+    from harness.kinds.shipped import load_shipped_profiles
+    from harness.profile.load import default_thresholds_dir
 
-    profiles = {profile.name: profile for profile in load_profiles(default_thresholds_dir())}
+    profiles = {profile.name: profile for profile in load_shipped_profiles(default_thresholds_dir())}
     for name in ("h200", "h100-80gb", "a100-80gb", "v100-16gb"):
         node = profiles[name].node
         assert node is not None and "docs/references.md#node-shapes" in node.source

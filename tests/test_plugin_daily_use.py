@@ -14,7 +14,7 @@ from harness.kinds.soak.launch import progress_line, reporting_progress
 from harness.kinds.soak.spec import SoakSpec
 from harness.launch.spec import LaunchSettings
 from harness.node.cpu_features import native_bf16_flag
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from harness.kinds.soak.plan import SOAK_PROGRESS_FILE
 from test_plugin import PROFILE, suite  # noqa: F401 - the fixture
 
@@ -138,7 +138,7 @@ def test_native_bf16_comes_from_the_cpu_flags(text, flag):
 
 
 def test_the_shipped_cpu_profile_runs_bf16_only_on_native_bf16():
-    assert load_profile(REPO / "thresholds" / "cpu.toml").bf16_needs_native
+    assert load_shipped_profile(REPO / "thresholds" / "cpu.toml").bf16_needs_native
 
 
 @pytest.mark.parametrize("flag, outcomes", [(None, {"skipped": 3}), ("amx_bf16", {"passed": 2, "skipped": 1})])

@@ -169,7 +169,7 @@ def fake_thresholds(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     ``loaded_from`` lists the directories cli_detect loaded."""
     loaded = SimpleNamespace(loaded_from=[])
 
-    def load_profiles(directory: Path) -> list[SimpleNamespace]:
+    def load_profiles(directory: Path, tables: object, sites_declared: bool) -> list[SimpleNamespace]:
         loaded.loaded_from.append(Path(directory))
         return SHIPPED
 
@@ -185,7 +185,7 @@ def test_cli_detect_prints_hardware_and_profile(
     hw = make_hardware(("NVIDIA H200", 140.4))
     monkeypatch.setattr(match, "detect", lambda: hw)
 
-    assert match.cli_detect(None, None) == 0
+    assert match.cli_detect(None, None, ()) == 0
 
     out = capsys.readouterr().out
     assert out == describe(hw) + f"\nprofile: h200 ({Path('thresholds/h200.toml')})\n"
@@ -197,7 +197,7 @@ def test_cli_detect_uses_the_given_thresholds_dir_and_override(
 ) -> None:
     monkeypatch.setattr(match, "detect", lambda: make_hardware())
 
-    assert match.cli_detect("a100-80gb", "/site/thresholds") == 0
+    assert match.cli_detect("a100-80gb", "/site/thresholds", ()) == 0
 
     assert capsys.readouterr().out.endswith(f"profile: a100-80gb ({Path('thresholds/a100-80gb.toml')})\n")
     assert fake_thresholds.loaded_from == [Path("/site/thresholds")]
@@ -208,7 +208,7 @@ def test_cli_detect_reports_a_selection_error_without_traceback(
 ) -> None:
     monkeypatch.setattr(match, "detect", lambda: make_hardware(("NVIDIA B200", 180.0)))
 
-    assert match.cli_detect(None, None) == 1
+    assert match.cli_detect(None, None, ()) == 1
 
     captured = capsys.readouterr()
     assert captured.out.startswith("host: node01\n")
@@ -220,13 +220,13 @@ def test_cli_detect_reports_a_selection_error_without_traceback(
 def test_cli_detect_reports_a_threshold_file_error(
     fake_thresholds: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken(directory: Path) -> list[SimpleNamespace]:
+    def broken(directory: Path, tables: object, sites_declared: bool) -> list[SimpleNamespace]:
         raise FakeThresholdError("thresholds/h200.toml: [defaults] max_straggler_ratio must be >= 1, got 0.9")
 
     monkeypatch.setattr(match, "load_profiles", broken)
     monkeypatch.setattr(match, "detect", lambda: make_hardware())
 
-    assert match.cli_detect(None, None) == 1
+    assert match.cli_detect(None, None, ()) == 1
 
     assert capsys.readouterr().err == (
         "error: thresholds/h200.toml: [defaults] max_straggler_ratio must be >= 1, got 0.9\n"
@@ -241,7 +241,7 @@ def test_cli_detect_reports_a_detection_error(
 
     monkeypatch.setattr(match, "detect", lost_gpu)
 
-    assert match.cli_detect(None, None) == 1
+    assert match.cli_detect(None, None, ()) == 1
 
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -253,7 +253,7 @@ def test_cli_detect_with_the_real_thresholds_module_reports_a_missing_dir(
 ) -> None:
     missing = tmp_path / "no-such-dir"
 
-    assert match.cli_detect(None, str(missing)) == 1
+    assert match.cli_detect(None, str(missing), ()) == 1
 
     captured = capsys.readouterr()
     assert captured.out.startswith("host: ")
@@ -290,7 +290,8 @@ def test_a_node_of_another_size_is_told_which_sizes_the_profiles_hold() -> None:
 def test_the_shipped_profiles_pick_the_h100_profile_of_the_node_size(gpus, expected):
     """The shipped thresholds/ together: the H100 profile fitted on nodes of 2 judges those, the one fitted on
     nodes of 4 every other size (NVML's name and memory of the lent H100s)."""
-    from harness.profile.load import default_thresholds_dir, load_profiles
+    from harness.kinds.shipped import load_shipped_profiles
+    from harness.profile.load import default_thresholds_dir
 
     hw = make_hardware(*[("NVIDIA H100 80GB HBM3", 79.6)] * gpus)
-    assert select_profile(hw, load_profiles(default_thresholds_dir())).name == expected
+    assert select_profile(hw, load_shipped_profiles(default_thresholds_dir())).name == expected

@@ -14,25 +14,45 @@ import pytest
 from harness.launch import heartbeat
 from harness.launch.heartbeat import Heartbeat, heartbeat_line, plan_steps
 from harness.launch.spec import LaunchSettings
+from harness.kinds.interconnect.plan import AllReducePlan
+from harness.kinds.soak.plan import SoakPlan
+from harness.workloads.plan import BenchmarkPlan, CasePlan, read_plan, write_plan
 from harness.launch.supervise import run_job
 from harness.selftest.cli import last_progress_line, row_progress
 
-PLAN = {"cases": [{"model": "tiny_bert", "precision": "fp32", "scaling": "weak", "warmup_seconds": 10.0,
-                   "measure_seconds": 20.0},
-                  {"model": "tiny_bert", "precision": "fp32", "scaling": "strong", "warmup_seconds": 10.0,
-                   "measure_seconds": 20.0},
-                  {"model": "resnet18", "precision": "fp32", "scaling": "weak", "warmup_seconds": 15.0,
-                   "measure_seconds": 45.0}]}
+CASES = tuple(CasePlan(model=model, precision="fp32", scaling=scaling, batch_size_per_gpu=8, global_batch_size=8,
+                       device="cpu", warmup_seconds=warmup, max_warmup_seconds=warmup, min_warmup_steps=1,
+                       warmup_block_steps=1, measure_seconds=measure, min_measure_steps=1, compute_probe_steps=0,
+                       compile=False, peak_tflops=None, sync_each_step=False, ci_target=0.0,
+                       max_measure_seconds=measure, ci_block_seconds=1.0, independent=False, ranks=1,
+                       run_dir=Path("/r"), run_id="r")
+              for model, scaling, warmup, measure in (("tiny_bert", "weak", 10.0, 20.0),
+                                                      ("tiny_bert", "strong", 10.0, 20.0),
+                                                      ("resnet18", "weak", 15.0, 45.0)))
 
 
-def test_the_plan_gives_each_step_its_planned_seconds():
-    assert plan_steps(PLAN) == [("tiny_bert fp32 weak", 30.0), ("tiny_bert fp32 strong", 30.0),
-                                ("resnet18 fp32 weak", 60.0)]
-    assert plan_steps({"min_bytes": 1024, "max_bytes": 4096, "factor": 2, "target_seconds": 1.5}) == [
-        ("all-reduce sweep", 4.5)]
-    assert plan_steps({"model": "resnet50", "precision": "bf16", "duration_seconds": 600,
-                       "warmup_seconds": 30}) == [("soak resnet50 bf16", 630.0)]
-    assert plan_steps("not a plan") == [] and plan_steps({"cases": "x"}) == []
+PLAN = {"steps": [["tiny_bert fp32 weak", 30.0], ["tiny_bert fp32 strong", 30.0], ["resnet18 fp32 weak", 60.0]]}
+"""CASES' plan.json as the heartbeat reads it."""
+
+
+def _written(tmp_path: Path, plan) -> dict:
+    """The plan as plan.json holds it, written as a launch writes it."""
+    write_plan(tmp_path / "plan.json", plan)
+    return json.loads((tmp_path / "plan.json").read_text())
+
+
+def test_the_plan_gives_each_step_its_planned_seconds(tmp_path):
+    """Each kind's plan says its own steps in plan.json; the heartbeat reads no kind's fields."""
+    assert plan_steps(_written(tmp_path, BenchmarkPlan(cases=CASES))) == plan_steps(PLAN) == [
+        ("tiny_bert fp32 weak", 30.0), ("tiny_bert fp32 strong", 30.0), ("resnet18 fp32 weak", 60.0)]
+    sweep = AllReducePlan(device="cpu", min_bytes=1024, max_bytes=4096, factor=2, target_seconds=1.5,
+                          warmup_iters=1, run_dir=Path("/r"), run_id="r")
+    assert plan_steps(_written(tmp_path, sweep)) == [("all-reduce sweep", 4.5)]
+    soak = SoakPlan(model="resnet50", precision="bf16", batch_size_per_gpu=8, device="cpu", duration_seconds=600,
+                    window_seconds=60, warmup_seconds=30, run_dir=Path("/r"), run_id="r")
+    assert plan_steps(_written(tmp_path, soak)) == [("soak resnet50 bf16", 630.0)]
+    assert read_plan(tmp_path / "plan.json", SoakPlan) == soak  # the steps are the launcher's, not the worker's
+    assert plan_steps("not a plan") == [] and plan_steps({"steps": "x"}) == [] and plan_steps({"cases": []}) == []
 
 
 def test_the_line_names_the_case_the_phase_and_the_time_left_by_the_plan():
@@ -65,11 +85,11 @@ def test_a_holding_launch_s_follow_on_cases_count_on_from_its_plan(tmp_path, mon
     said: list[str] = []
     monkeypatch.setattr(heartbeat, "SINK", said.append)
     (tmp_path / "plan.json").write_text(json.dumps(PLAN))
-    (tmp_path / "more1.json").write_text(json.dumps({"cases": PLAN["cases"][2:]}))
+    (tmp_path / "more1.json").write_text(json.dumps({"steps": PLAN["steps"][2:]}))
     beat = Heartbeat(tmp_path, "r", started=0.0, period_s=1.0)
     beat.tick(lambda _: {0: {"phase": "measure", "since": 1.5, "case": 3}}, 2.0)
     assert said[-1].startswith("launch r: 2 s in; case 4/4 resnet18 fp32 weak, rank 0 measure")
-    (tmp_path / "more2.json").write_text(json.dumps({"cases": PLAN["cases"][:1]}))
+    (tmp_path / "more2.json").write_text(json.dumps({"steps": PLAN["steps"][:1]}))
     beat.tick(lambda _: {0: {"phase": "warmup", "since": 3.5, "case": 4}}, 4.0)
     assert "case 5/5 tiny_bert fp32 weak" in said[-1]
 

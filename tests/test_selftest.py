@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.profile.load import default_thresholds_dir, load_profile
+from harness.kinds.shipped import load_shipped_profile
+from harness.profile.load import default_thresholds_dir
 from harness.selftest import foreign_load, runner
 from harness.selftest.cli import SelftestError, nvml_gpus, wanted_rows
 from harness.selftest.judge import RowRun, judge, session_verdict
@@ -28,7 +29,7 @@ THRESHOLDS = default_thresholds_dir()
 
 
 def _profile(name: str):
-    return load_profile(THRESHOLDS / f"{name}.toml")
+    return load_shipped_profile(THRESHOLDS / f"{name}.toml")
 
 
 def _gpus(count: int) -> list[NodeGpu]:

@@ -9,11 +9,12 @@ import pytest
 from harness.checks.session import (CPU_SELF_CHECK, NOT_A_SIGN_OFF, SessionFacts, SelectedTest, directness, from_dict,
                                     judge_session)
 from harness.exitcodes import EXIT_INCOMPLETE
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS
 from harness.kinds.shipped import JOBS
 from support.jobs import required_tests
 from harness.plugin.outcomes import _synchronised
 from harness.plugin.results import CaseResult
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from harness.results.location import Location
 from test_records import full_record
 
@@ -22,12 +23,12 @@ THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds"
 
 @pytest.fixture(scope="module")
 def cpu_profile():
-    return load_profile(THRESHOLDS / "cpu.toml")
+    return load_shipped_profile(THRESHOLDS / "cpu.toml")
 
 
 @pytest.fixture(scope="module")
 def h200_profile():
-    return load_profile(THRESHOLDS / "h200.toml")
+    return load_shipped_profile(THRESHOLDS / "h200.toml")
 
 
 def passed(name, **kw):
@@ -73,9 +74,10 @@ def test_levels_decide_which_kinds_of_test_are_required(h200_profile):
 def test_component_tests_are_required_where_the_profile_bounds_components(h200_profile, cpu_profile):
     def with_components(profile, **peer):
         components = SimpleNamespace(**{"min_peer_gbps": None, "max_peer_latency_us": None, **peer})
-        return dataclasses.replace(profile, components=components)
+        return dataclasses.replace(profile, tables={**profile.tables, COMPONENTS_BOUNDS.name: components})
 
-    without = dataclasses.replace(h200_profile, components=None)
+    without = dataclasses.replace(h200_profile, tables={name: table for name, table in h200_profile.tables.items()
+                                                        if name != COMPONENTS_BOUNDS.name})
     assert not [n for n in required_tests(without, 2) if n.startswith("test_gemm")]
     unbounded_peers = required_tests(with_components(h200_profile), 2, level="quick")
     assert {"test_gemm[gpu1]", "test_host_link[gpu0]"} <= set(unbounded_peers)

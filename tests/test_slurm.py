@@ -18,7 +18,7 @@ import pytest
 from harness.launch import slurm
 from harness.launch.slurm import (SlurmAllocation, allocation_from_env, expand_hostlist, rendezvous_endpoint,
                            rendezvous_port, srun_prefix, step_wrapper)
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 
 REPO = Path(__file__).resolve().parent.parent
 SBATCH = REPO / "slurm" / "acceptance.sbatch"
@@ -352,7 +352,7 @@ def test_acceptance_sbatch_on_two_nodes(cluster, tmp_path):
     assert results["tiny_bert-fp32-1gpu"]["record"]["hosts"] == ["n1"]
     # Judged against the 1-rank run: the efficiency check was evaluated, whatever a loaded machine made of it.
     efficiency = next(c for c in results["tiny_bert-fp32-2x1gpu"]["checks"] if c["name"] == "weak-scaling efficiency")
-    cpu_bounds = load_profile(REPO / "thresholds" / "cpu.toml").cases[("tiny_bert", "fp32")]
+    cpu_bounds = load_shipped_profile(REPO / "thresholds" / "cpu.toml").cases[("tiny_bert", "fp32")]
     assert efficiency["measured"] is not None
     assert efficiency["bound"] == pytest.approx(cpu_bounds.min_weak_efficiency[2]), "the profile's 2-GPU bound"
 

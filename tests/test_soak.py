@@ -13,7 +13,8 @@ from harness.kinds.soak.launch import SoakRun
 from harness.kinds.soak.windows import parse_duration, throughput_decay, window_seconds
 from harness.kinds.soak.spec import SoakSpec
 from harness.launch.spec import LaunchSettings
-from harness.profile.bounds import CaseBounds, SoakBounds
+from harness.kinds.soak.bounds import SoakBounds
+from harness.profile.bounds import CaseBounds
 from harness.results.job import Failure
 from support.fake_nvml import UUIDS, FakeGpu, FakeNvml
 from support.sampling import drive

@@ -45,10 +45,11 @@ def test_the_cpu_profiles_stack_is_the_torch_make_installs_on_a_cpu_machine():
     import re
     from pathlib import Path
 
-    from harness.profile.load import default_thresholds_dir, load_profile
+    from harness.kinds.shipped import load_shipped_profile
+    from harness.profile.load import default_thresholds_dir
 
     repo = Path(__file__).resolve().parent.parent
     pinned = re.search(r"^torch==(\S+)$", (repo / "constraints" / "cpu.txt").read_text(), re.MULTILINE)
-    stack = load_profile(default_thresholds_dir() / "cpu.toml").stack
+    stack = load_shipped_profile(default_thresholds_dir() / "cpu.toml").stack
     assert pinned and stack is not None and stack.torch is not None
     assert stack.torch.split("+")[0] == pinned[1], f"cpu.toml [stack] torch {stack.torch}, constraints {pinned[1]}"

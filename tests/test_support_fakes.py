@@ -10,7 +10,7 @@ import pynvml
 import pytest
 
 from harness.definitions import current_id
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 from support.fake_nvml import FakeNvml, fake_nvml
 from support.profiles import CPU_TEST_PROFILE_NAME, cpu_test_profile
 
@@ -57,7 +57,7 @@ def test_the_fake_raises_pynvml_s_own_errors():
 def test_the_cpu_test_profile_loads(tmp_path):
     path = tmp_path / f"{CPU_TEST_PROFILE_NAME}.toml"
     path.write_text(cpu_test_profile(case="min_samples_per_sec_per_gpu = { 2 = 50 }"))
-    profile = load_profile(path)
+    profile = load_shipped_profile(path)
     assert profile.hardware.device == "cpu"
     assert profile.bounds("tiny_bert", "bf16").min_samples_per_sec_per_gpu == {2: 50}
     assert profile.definitions["training"] == current_id("training")  # a test profile is of today's definition

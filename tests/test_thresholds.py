@@ -12,16 +12,11 @@ import pytest
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.profile import schema
-from harness.profile.bounds import (
-    CaseBounds,
-    HardwareMatch,
-    InterconnectBounds,
-    Profile,
-    RunSettings,
-    SoakBounds,
-    TopologyBounds,
-)
-from harness.profile.load import ThresholdError, cli_check, default_thresholds_dir, load_profile, load_profiles
+from harness.kinds.interconnect.bounds import INTERCONNECT_BOUNDS, TOPOLOGY_BOUNDS, InterconnectBounds, TopologyBounds
+from harness.kinds.shipped import BOUNDS_TABLES, load_shipped_profile, load_shipped_profiles
+from harness.kinds.soak.bounds import SOAK_BOUNDS, SoakBounds
+from harness.profile.bounds import CaseBounds, HardwareMatch, Profile, RunSettings
+from harness.profile.load import ThresholdError, cli_check, default_thresholds_dir
 
 REPO_THRESHOLDS_DIR = Path(__file__).resolve().parents[1] / "thresholds"
 
@@ -115,7 +110,7 @@ def edited(old: str, new: str, text: str = GOOD) -> str:
 def problems_of(tmp_path: Path, text: str, name: str = "good") -> list[str]:
     path = write(tmp_path, text, name)
     with pytest.raises(ThresholdError) as caught:
-        load_profile(path)
+        load_shipped_profile(path)
     assert caught.value.path == path
     assert str(caught.value) == "\n".join(caught.value.problems)
     return caught.value.problems
@@ -133,7 +128,7 @@ def only_problem(tmp_path: Path, text: str, name: str = "good") -> str:
 
 def test_good_profile_round_trip(tmp_path):
     path = write(tmp_path, GOOD)
-    profile = load_profile(path)
+    profile = load_shipped_profile(path)
 
     assert profile.name == "good"
     assert profile.path == path
@@ -146,17 +141,17 @@ def test_good_profile_round_trip(tmp_path):
     assert profile.precisions == ("bf16",)
     assert profile.run == RunSettings(warmup_seconds=5, measure_seconds=10, timeout_seconds=600)
     assert set(profile.cases) == {("resnet152", "bf16"), ("vit_b_16", "fp16")}
-    assert profile.interconnect == InterconnectBounds(min_allreduce_busbw_gbps={2: 290.0, 8: 330.0},
+    assert profile.table(INTERCONNECT_BOUNDS) == InterconnectBounds(min_allreduce_busbw_gbps={2: 290.0, 8: 330.0},
                                                       source="measured on gpu-017")
-    assert profile.topology == TopologyBounds(nvlinks_per_gpu=18, p2p_all_pairs=True, pcie_generation=5, pcie_width=16,
-                                              source="HGX H200 baseboard")
-    assert profile.soak == SoakBounds(max_throughput_decay=0.03, source="harness default")
+    assert profile.table(TOPOLOGY_BOUNDS) == TopologyBounds(nvlinks_per_gpu=18, p2p_all_pairs=True, pcie_generation=5,
+                                                            pcie_width=16, source="HGX H200 baseboard")
+    assert profile.table(SOAK_BOUNDS) == SoakBounds(max_throughput_decay=0.03, source="harness default")
     assert profile.raw["models"]["resnet152"]["bf16"]["batch_size_per_gpu"] == 256
     assert profile.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_bounds_merge_defaults_and_case_overrides(tmp_path):
-    profile = load_profile(write(tmp_path, GOOD))
+    profile = load_shipped_profile(write(tmp_path, GOOD))
 
     resnet = profile.bounds("resnet152", "bf16")
     assert resnet == CaseBounds(
@@ -184,7 +179,7 @@ def test_bounds_merge_defaults_and_case_overrides(tmp_path):
 
 
 def test_resolved_bounds_have_a_json_form_and_say_what_came_from_defaults(tmp_path):
-    profile = load_profile(write(tmp_path, GOOD))
+    profile = load_shipped_profile(write(tmp_path, GOOD))
 
     vit = profile.bounds("vit_b_16", "fp16")
     assert vit.inherited == ("max_step_time_cv", "max_straggler_ratio", "min_gpu_utilization_pct",
@@ -196,35 +191,35 @@ def test_resolved_bounds_have_a_json_form_and_say_what_came_from_defaults(tmp_pa
     assert data["min_samples_per_sec_per_gpu"] == {}
     assert "inherited" not in data  # a result carries it beside the bounds, as bounds_inherited
     assert set(data) == {f.name for f in dataclasses.fields(CaseBounds)} - {"inherited"}
-    assert profile.interconnect.to_dict() == {"min_allreduce_busbw_gbps": {"2": 290.0, "8": 330.0},
+    assert profile.table(INTERCONNECT_BOUNDS).to_dict() == {"min_allreduce_busbw_gbps": {"2": 290.0, "8": 330.0},
                                               "source": "measured on gpu-017", "references": {}}
-    assert profile.topology.to_dict()["nvlinks_per_gpu"] == 18
-    assert profile.soak.to_dict() == {"max_throughput_decay": 0.03, "source": "harness default"}
+    assert profile.table(TOPOLOGY_BOUNDS).to_dict()["nvlinks_per_gpu"] == 18
+    assert profile.table(SOAK_BOUNDS).to_dict() == {"max_throughput_decay": 0.03, "source": "harness default"}
 
 
 def test_bounds_of_a_case_the_profile_lacks_is_none(tmp_path):
-    profile = load_profile(write(tmp_path, GOOD))
+    profile = load_shipped_profile(write(tmp_path, GOOD))
     assert profile.bounds("resnet50", "bf16") is None
     assert profile.bounds("resnet152", "fp32") is None
 
 
 def test_case_without_inherited_bounds_keeps_its_own_source(tmp_path):
-    profile = load_profile(write(tmp_path, CPU_PROFILE, name="cpu"))
+    profile = load_shipped_profile(write(tmp_path, CPU_PROFILE, name="cpu"))
     case = profile.bounds("resnet18", "fp32")
     assert case is not None and case.source == "measured on a 2-core CI runner"
     assert case.inherited == ()
 
 
 def test_minimal_cpu_profile_uses_defaults(tmp_path):
-    profile = load_profile(write(tmp_path, CPU_PROFILE, name="cpu"))
+    profile = load_shipped_profile(write(tmp_path, CPU_PROFILE, name="cpu"))
     assert profile.hardware == HardwareMatch(device="cpu")
     assert profile.peak_tflops == {} and profile.peak_tflops_source is None
     assert profile.run == RunSettings(warmup_seconds=5.0, measure_seconds=10.0, timeout_seconds=600.0)
-    assert profile.interconnect is None and profile.topology is None and profile.soak is None
+    assert profile.tables == {}
 
 
 def test_numbers_are_floats_and_integers_stay_integers(tmp_path):
-    profile = load_profile(write(tmp_path, GOOD))
+    profile = load_shipped_profile(write(tmp_path, GOOD))
     case = profile.bounds("resnet152", "bf16")
     assert type(case.min_samples_per_sec_per_gpu[1]) is float
     assert type(case.batch_size_per_gpu) is int
@@ -246,7 +241,7 @@ def test_toml_syntax_error_names_line_and_column(tmp_path):
 def test_missing_file(tmp_path):
     path = tmp_path / "absent.toml"
     with pytest.raises(ThresholdError, match=r"absent\.toml: no such file"):
-        load_profile(path)
+        load_shipped_profile(path)
 
 
 def test_not_utf8(tmp_path):
@@ -254,7 +249,7 @@ def test_not_utf8(tmp_path):
     path.write_bytes(GOOD.encode("utf-8").replace(b"NVIDIA H200", b"NVIDIA \xff"))
     with pytest.raises(ThresholdError,
                        match=r"good\.toml: not UTF-8 text \(bad byte at offset \d+\); TOML files must be UTF-8"):
-        load_profile(path)
+        load_shipped_profile(path)
 
 
 def test_message_names_the_path_as_given(tmp_path, monkeypatch):
@@ -262,7 +257,7 @@ def test_message_names_the_path_as_given(tmp_path, monkeypatch):
     (tmp_path / "sub").mkdir()
     write(tmp_path / "sub", edited("batch_size_per_gpu = 256", "batch_size_per_gpu = 0"))
     with pytest.raises(ThresholdError) as caught:
-        load_profile("sub/good.toml")
+        load_shipped_profile("sub/good.toml")
     assert caught.value.problems[0].startswith("sub/good.toml: models.resnet152.bf16.batch_size_per_gpu = 0: ")
 
 
@@ -683,7 +678,7 @@ def test_load_profiles_sorted_by_name(tmp_path):
     write(tmp_path, GOOD)
     write(tmp_path, CPU_PROFILE, name="cpu")
     (tmp_path / "README.md").write_text("not a profile")
-    assert [profile.name for profile in load_profiles(tmp_path)] == ["cpu", "good"]
+    assert [profile.name for profile in load_shipped_profiles(tmp_path)] == ["cpu", "good"]
 
 
 def test_load_profiles_lists_every_bad_file(tmp_path):
@@ -691,7 +686,7 @@ def test_load_profiles_lists_every_bad_file(tmp_path):
     write(tmp_path, edited("batch_size_per_gpu = 256", "batch_size_per_gpu = 0"), name="bad1")
     write(tmp_path, "schema_version = ", name="bad2")
     with pytest.raises(ThresholdError) as caught:
-        load_profiles(tmp_path)
+        load_shipped_profiles(tmp_path)
     err = caught.value
     assert err.path == tmp_path
     assert err.problems[0].startswith(f'{tmp_path / "bad1.toml"}: models.resnet152.bf16.batch_size_per_gpu = 0: ')
@@ -702,12 +697,12 @@ def test_load_profiles_lists_every_bad_file(tmp_path):
 
 
 def test_load_profiles_of_an_empty_directory(tmp_path):
-    assert load_profiles(tmp_path) == []
+    assert load_shipped_profiles(tmp_path) == []
 
 
 def test_load_profiles_of_a_missing_directory(tmp_path):
     with pytest.raises(ThresholdError, match="absent: not a directory of threshold files"):
-        load_profiles(tmp_path / "absent")
+        load_shipped_profiles(tmp_path / "absent")
 
 
 def test_default_dir_from_environment(tmp_path, monkeypatch):
@@ -723,7 +718,7 @@ def test_default_dir_beside_the_package(monkeypatch):
 def test_cli_check_all_good(tmp_path, capsys):
     good = write(tmp_path, GOOD)
     cpu = write(tmp_path, CPU_PROFILE, name="cpu")
-    assert cli_check([str(good), str(cpu)]) == 0
+    assert cli_check([str(good), str(cpu)], BOUNDS_TABLES) == 0
     out, err = capsys.readouterr()
     assert out == f"ok  {good}  (2 cases)\nok  {cpu}  (1 case)\n"
     assert err == ""
@@ -732,7 +727,7 @@ def test_cli_check_all_good(tmp_path, capsys):
 def test_cli_check_a_bad_file(tmp_path, capsys):
     good = write(tmp_path, GOOD)
     bad = write(tmp_path, edited("max_step_time_cv = { 1 = 0.05 }", "max_step_time_cv = { 1 = 5 }"), name="bad")
-    assert cli_check([str(tmp_path)]) == 1
+    assert cli_check([str(tmp_path)], BOUNDS_TABLES) == 1
     out, err = capsys.readouterr()
     assert out == f"ok  {good}  (2 cases)\n"
     assert f"{bad}: defaults.max_step_time_cv.1 = 5: must be a fraction in (0, 1]" in err
@@ -741,13 +736,13 @@ def test_cli_check_a_bad_file(tmp_path, capsys):
 
 
 def test_cli_check_missing_file_is_bad_not_a_crash(tmp_path, capsys):
-    assert cli_check([str(tmp_path / "absent.toml")]) == 1
+    assert cli_check([str(tmp_path / "absent.toml")], BOUNDS_TABLES) == 1
     assert "absent.toml: no such file" in capsys.readouterr().err
 
 
 def test_cli_check_no_files(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HARNESS_THRESHOLDS_DIR", str(tmp_path))
-    assert cli_check([]) == 2
+    assert cli_check([], BOUNDS_TABLES) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (f"harness thresholds check: no threshold files (*.toml) found in {tmp_path}; pass files or a "
@@ -757,7 +752,7 @@ def test_cli_check_no_files(tmp_path, monkeypatch, capsys):
 def test_cli_check_default_directory(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HARNESS_THRESHOLDS_DIR", str(tmp_path))
     write(tmp_path, CPU_PROFILE, name="cpu")
-    assert cli_check([]) == 0
+    assert cli_check([], BOUNDS_TABLES) == 0
     assert capsys.readouterr().out == f"ok  {tmp_path / 'cpu.toml'}  (1 case)\n"
 
 
@@ -766,7 +761,7 @@ def test_cli_check_default_directory(tmp_path, monkeypatch, capsys):
 
 
 def test_shipped_a100_profile():
-    profile = load_profile(REPO_THRESHOLDS_DIR / "a100-80gb.toml")
+    profile = load_shipped_profile(REPO_THRESHOLDS_DIR / "a100-80gb.toml")
     assert profile.hardware.device == "cuda" and profile.hardware.min_memory_gib == 70
     assert "a100" in profile.hardware.gpu_name_contains.lower()
     assert profile.peak_tflops == {"bf16": 312, "fp16": 312, "fp32": 19.5}
@@ -782,24 +777,24 @@ def test_shipped_a100_profile():
     assert resnet.max_straggler_ratio == {2: 1.05} and resnet.max_step_time_cv == {1: 0.05}
     assert profile.definitions["training"].startswith("cited")  # shown, not judged (harness/definitions.py)
     assert "not published" in resnet.source
-    assert profile.interconnect.min_allreduce_busbw_gbps == {8: 208}  # 232 x 0.90
+    assert profile.table(INTERCONNECT_BOUNDS).min_allreduce_busbw_gbps == {8: 208}  # 232 x 0.90
 
 
 def test_shipped_v100_profile():
-    profile = load_profile(REPO_THRESHOLDS_DIR / "v100-16gb.toml")
+    profile = load_shipped_profile(REPO_THRESHOLDS_DIR / "v100-16gb.toml")
     assert profile.hardware.max_memory_gib == 20 and "v100" in profile.hardware.gpu_name_contains.lower()
     assert profile.peak_tflops == {"fp16": 125, "fp32": 15.7}  # V100 has no bf16
     assert profile.precisions == ("fp16",)
     assert profile.bounds("resnet152", "fp16").min_samples_per_sec_per_gpu == {1: 452}  # 503 x 0.90
     assert profile.bounds("vit_b_16", "fp16").batch_size_per_gpu == 128
-    assert profile.interconnect is None  # no published figure
+    assert profile.table(INTERCONNECT_BOUNDS) is None  # no published figure
 
 
 @pytest.mark.parametrize("path", sorted(REPO_THRESHOLDS_DIR.glob("*.toml")), ids=lambda path: path.name)
 def test_every_shipped_profile_loads_and_cites_sources(path):
-    profile = load_profile(path)
+    profile = load_shipped_profile(path)
     assert all(case.source.strip() for case in profile.cases.values())
-    assert cli_check([str(path)]) == 0
+    assert cli_check([str(path)], BOUNDS_TABLES) == 0
 
 
 def _dataclass_fields(cls) -> set[str]:
@@ -812,13 +807,19 @@ def _dataclass_fields(cls) -> set[str]:
         (schema.CASE_FIELDS, CaseBounds),
         (schema.RUN_FIELDS, RunSettings),
         (schema.HARDWARE_MATCH_FIELDS, HardwareMatch),
-        (schema.INTERCONNECT_FIELDS, InterconnectBounds),
-        (schema.TOPOLOGY_FIELDS, TopologyBounds),
-        (schema.SOAK_FIELDS, SoakBounds),
     ],
 )
 def test_every_schema_key_reaches_its_dataclass(fields, cls):
     assert {spec.key for spec in fields} <= _dataclass_fields(cls)
+
+
+@pytest.mark.parametrize("table", BOUNDS_TABLES, ids=lambda table: table.name)
+def test_every_key_of_a_kinds_table_reaches_the_bounds_it_builds(table):
+    """A shipped kind's table builds a dataclass holding every key it declares (a key the dataclass lacked would
+    fail its build as the profile loads)."""
+    built = type(table.build({spec.key: () for spec in table.fields}))  # a placeholder of each key
+    assert dataclasses.is_dataclass(built)
+    assert {spec.key for spec in table.fields} <= _dataclass_fields(built)
 
 
 def test_inherited_bounds_are_case_fields():
@@ -829,12 +830,12 @@ def test_inherited_bounds_are_case_fields():
 
 def test_readme_documents_every_schema_key():
     readme = (REPO_THRESHOLDS_DIR / "README.md").read_text(encoding="utf-8")
-    keys = {spec.key for fields in schema.SECTIONS.values() for spec in fields}
+    keys = {spec.key for fields in schema.sections_of(BOUNDS_TABLES).values() for spec in fields}
     assert sorted(key for key in keys if f"`{key}`" not in readme and f"[{key}]" not in readme) == []
 
 
 def test_profile_is_frozen(tmp_path):
-    profile = load_profile(write(tmp_path, GOOD))
+    profile = load_shipped_profile(write(tmp_path, GOOD))
     with pytest.raises(dataclasses.FrozenInstanceError):
         profile.name = "other"  # type: ignore[misc]
     assert isinstance(profile, Profile)

@@ -6,10 +6,11 @@ import time
 
 import pynvml
 
-from harness.checks.gpu_state import GpuStateInput, xid_events_check
+from harness.checks.gpu_state import GpuStateInput
+from harness.kinds.gpu_state.checks import xid_events_check
 from harness.node.hardware import GpuInfo
 from harness.node.xid import XID_MEANINGS, XidWatcher, xid_meaning
-from harness.profile.bounds import GpuStateBounds
+from harness.kinds.gpu_state.bounds import GpuStateBounds
 from support.fake_nvml import UUIDS, FakeNvml, fake_nvml
 
 BOUNDS = GpuStateBounds(require_ecc=True, source="test")

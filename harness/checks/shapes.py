@@ -8,7 +8,7 @@ figure. Pure: records and profile bounds in, numbers and words out.
 
 from __future__ import annotations
 
-from harness.profile.bounds import CaseBounds, ComponentBounds, InterconnectBounds
+from harness.profile.bounds import ReferencedBounds
 from harness.records import RunRecord
 
 
@@ -34,10 +34,10 @@ def gpus_at_once(record: RunRecord) -> int:
     return len(record.per_rank) or record.world_size * record.nodes
 
 
-def bound_for(bounds: CaseBounds | ComponentBounds, key: str, gpus: int, shape: str = "") -> tuple[float | None, str]:
+def bound_for(bounds: object, key: str, gpus: int, shape: str = "") -> tuple[float | None, str]:
     """(the bound ``key`` for ``gpus`` GPUs, "") or (None, why not): "" as well when the profile has no such
     bound at all (then there is no check); a count it has no entry for is named, never stretched from another.
-    ``shape`` words the count in the reason (" at once")."""
+    ``shape`` words the count in the reason (" at once"). ``bounds``: a case's, or a kind's bounds dataclass."""
     table = getattr(bounds, key)
     if not isinstance(table, dict):
         return table, ""
@@ -48,7 +48,7 @@ def bound_for(bounds: CaseBounds | ComponentBounds, key: str, gpus: int, shape: 
                             f"(the profile has it for {measured})")
 
 
-def reference_note(bounds: CaseBounds | InterconnectBounds, key: str, gpus: int, measured: float | None) -> str:
+def reference_note(bounds: ReferencedBounds, key: str, gpus: int, measured: float | None) -> str:
     """``3.1 % under this kind's reference 0.985 (3 hosts, 9 runs)`` for a bound written as a reference."""
     reference = bounds.reference(key, gpus)
     if reference is None or measured is None or not reference.ref:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 from harness.profile.bounds import Profile
-from harness.profile.kinds import Field
+from harness.profile.tables import BoundsTable
 
 LEVELS = ("quick", "standard", "long")
 """Run levels (``--level``), like DCGM's: quick = the node, GPU state, components and topology (a Slurm
@@ -129,18 +129,6 @@ class JobOption:
         return self.short or f"--harness-{self.name}"
 
 
-@dataclass(frozen=True, kw_only=True)
-class BoundsTable:
-    """A site's kind's own bounds table in the threshold profile, ``[site.<name>]``: the session checks it against
-    ``fields`` as it loads the profiles (a misspelt key, a wrong type or a missing required key refuses the session,
-    naming the file and key; a ``[site.<name>]`` no kind of the session declares too), and the kind reads its values
-    as ``profile.site[name]``. The shipped kinds' tables are the schema's own (harness/profile/schema.py)."""
-
-    name: str
-    fields: tuple[Field, ...]
-    """Each key: its type (``harness.profile.kinds`` NUMBER, STRING, ...), whether required, what it holds."""
-
-
 RESERVED_SECTIONS = frozenset({
     "run_id", "run_dir", "started_at", "finished_at", "profile", "hardware", "command_line", "harness_version",
     "slurm", "git_commit", "container", "stack", "definitions", "overrides", "expected_environment",
@@ -192,8 +180,10 @@ class Job:
     """Its own command-line options (the soak's ``--soak DURATION``), declared before pytest reads the command
     line: by harness/kinds/shipped.py for the shipped kinds, by a site's pytest_addoption for its own."""
     bounds: BoundsTable | None = None
-    """A site's kind's own bounds table, ``[site.<name>]`` (``BoundsTable``); None: it has none, or it is a shipped
-    kind, whose table the schema holds."""
+    """Its own table of bounds in the threshold profile (harness/profile/tables.py ``BoundsTable``): a shipped
+    kind's at the top level (``[interconnect]``), a site's kind's as ``[site.<name>]``; the session hands every
+    job's to the loader, which checks it before any benchmark runs. None: it reads none of its own (the DDP
+    matrix reads the profile's own ``[defaults]`` and ``[models.*]``)."""
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -208,9 +198,6 @@ class Job:
             if option.sets_level and not option.needed:
                 raise ValueError(f"job {self.name!r}: option {option.flag} sets the level {self.level}: say in its "
                                  "'needed' what that level asked for without it is refused with")
-        if self.bounds is not None and not self.bounds.name.isidentifier():
-            raise ValueError(f"job {self.name!r}: bounds table name {self.bounds.name!r} is not a plain name "
-                             "([site.<name>]: letters, digits, _)")
         if self.section in RESERVED_SECTIONS:
             raise ValueError(f"job {self.name!r}: section {self.section!r} is one of session.json's own keys; "
                              "choose another name")

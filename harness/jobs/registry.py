@@ -47,9 +47,9 @@ def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = ()) -> tuple[J
                              f"{fixtures[0][1]!r} parametrizes")
         if job.bounds is not None:
             twice = next((other.name for other in merged if other.bounds is not None
-                          and other.bounds.name == job.bounds.name), None)
+                          and other.bounds.heading == job.bounds.heading), None)
             if twice is not None:
-                raise ValueError(f"pytest_harness_jobs: job {job.name!r} declares [site.{job.bounds.name}], which job "
+                raise ValueError(f"pytest_harness_jobs: job {job.name!r} declares {job.bounds.heading}, which job "
                                  f"{twice!r} declares")
         claimed = [(test, other.name) for other in merged for test in job.tests if test in other.tests]
         if claimed:

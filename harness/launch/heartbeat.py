@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.workloads.plan import FOLLOW_ON_FILE, PLAN_FILE
+from harness.workloads.plan import FOLLOW_ON_FILE, PLAN_FILE, PLANNED_STEPS
 
 HEARTBEAT_S = 20.0
 """At most this long between two lines of one launch (the issue asked for one at least every 30 s)."""
@@ -41,27 +41,12 @@ def _number(value: Any) -> float:
 
 
 def plan_steps(plan: Any) -> list[tuple[str, float]]:
-    """(what, planned seconds) of each step of a launch plan as plan.json holds it: the cases of a
-    benchmark launch (warmup + window), an all-reduce sweep (sizes × timed seconds), a soak."""
-    if not isinstance(plan, dict):
+    """(what, planned seconds) of each step of a launch plan as plan.json holds it (``PLANNED_STEPS``, which each
+    kind's plan says of itself: harness/workloads/plan.py ``StepsPlanned``); [] for a plan that says none."""
+    steps = plan.get(PLANNED_STEPS) if isinstance(plan, dict) else None
+    if not isinstance(steps, list):
         return []
-    cases = plan.get("cases")
-    if isinstance(cases, list):
-        steps = []
-        for case in (c for c in cases if isinstance(c, dict)):
-            label = " ".join(str(case.get(k, "?")) for k in ("model", "precision", "scaling"))
-            steps.append((label, _number(case.get("warmup_seconds")) + _number(case.get("measure_seconds"))))
-        return steps
-    if "duration_seconds" in plan:
-        return [(f"soak {plan.get('model', '?')} {plan.get('precision', '?')}",
-                 _number(plan.get("warmup_seconds")) + _number(plan.get("duration_seconds")))]
-    if "target_seconds" in plan:
-        low, high, factor = _number(plan.get("min_bytes")), _number(plan.get("max_bytes")), _number(plan.get("factor"))
-        sizes = 1
-        while factor > 1 and low > 0 and low * factor ** sizes <= high and sizes < 64:
-            sizes += 1
-        return [("all-reduce sweep", sizes * _number(plan.get("target_seconds")))]
-    return []
+    return [(str(step[0]), _number(step[1])) for step in steps if isinstance(step, list) and len(step) == 2]
 
 
 def duration_text(seconds: float) -> str:

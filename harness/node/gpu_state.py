@@ -1,7 +1,7 @@
 """A snapshot of each GPU's state through NVML: power limits, clocks and their settings, ECC mode,
 retired pages, remapped rows, the aggregate uncorrectable ECC count, NVLink links and their error
 counters. Read at session start and session end (harness/plugin/gpu_state.py) and judged by
-harness/checks/gpu_state.py.
+harness/kinds/gpu_state/checks.py.
 
 Every query ends as one ``reading``: ``{"status": "ok", "value": ...}``, ``{"status":
 "unsupported", "why": ...}`` (NVML_ERROR_NOT_SUPPORTED: this GPU or driver has no such query, e.g.
@@ -12,7 +12,7 @@ Locked clocks (``nvidia-smi -lgc``) have no getter in NVML (only nvmlDeviceSetGp
 its reset). What NVML does tell: the applications clocks against their defaults, a GPC clock
 offset (``nvmlDeviceGetGpcClkVfOffset``), and, under load, the clock-event reason "applications
 clocks setting" (a clock setting holds the GPU below what it would run at), which the case windows
-record; harness/checks/gpu_state.py reads both.
+record; harness/kinds/gpu_state/checks.py reads both.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class GpuLoad:
     """Runs of faulty samples, counting those past MAX_INTERVALS."""
     clock_setting_min_sm_mhz: float | None = None
     """The lowest SM clock in a loaded sample with "applications clocks setting" active: locked clocks
-    (``nvidia-smi -lgc``) look so to NVML (harness/checks/gpu_state.py ``clocks``)."""
+    (``nvidia-smi -lgc``) look so to NVML (harness/kinds/gpu_state/checks.py ``clocks``)."""
     reason_reads: int = 0
     process_checks: int = 0
     foreign: dict[int, dict] = field(default_factory=dict)

@@ -151,8 +151,8 @@ def start_session(config: pytest.Config, options: HarnessOptions, jobs: Sequence
     the session's kinds of job (harness/plugin/levels.gather_jobs), whose runners it builds."""
     _check_host_name_resolves()
     try:
-        site_tables = {job.bounds.name: job.bounds.fields for job in jobs if job.bounds is not None}
-        profiles = load_profiles(options.thresholds_dir or default_thresholds_dir(), site_tables)
+        tables = [job.bounds for job in jobs if job.bounds is not None]
+        profiles = load_profiles(options.thresholds_dir or default_thresholds_dir(), tables, sites_declared=True)
     except ThresholdError as exc:
         raise pytest.UsageError(f"threshold files are invalid; no benchmark was started:\n{exc}") from None
     try:

@@ -14,9 +14,7 @@ from typing import Any, Literal
 
 from harness.cases import CaseId
 from harness.profile.kinds import Reference
-
-References = dict[str, dict[int, Reference]]
-"""bound key -> GPU count -> the reference and tolerance the bound was written as (a fitted bound)."""
+from harness.profile.tables import BoundsTable, Bounds, References
 
 
 def json_safe(value: Any) -> Any:
@@ -28,14 +26,26 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-class _JsonForm:
-    """``to_dict()`` for the bounds dataclasses below."""
+class JsonForm:
+    """``to_dict()`` for a bounds dataclass (the kinds' own too), as the results carry it."""
 
     __slots__ = ()
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON: GPU-count keys as strings."""
         return json_safe(asdict(self))  # type: ignore[call-overload]  # only dataclasses mix this in
+
+
+class ReferencedBounds:
+    """``reference(key, gpus)`` for a bounds dataclass whose ``references`` hold the bounds written as a reference
+    and a tolerance (a case's, the all-reduce's, the components')."""
+
+    __slots__ = ()
+    references: References
+
+    def reference(self, key: str, gpus: int) -> Reference | None:
+        """The reference bound ``key`` was written as for ``gpus`` GPUs; None: a plain number, or no bound."""
+        return self.references.get(key, {}).get(gpus)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,7 +65,7 @@ class HardwareMatch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CaseBounds:
+class CaseBounds(ReferencedBounds):
     """The bounds of one model x precision, already merged with [defaults] (the case's value wins)."""
 
     model: str
@@ -104,8 +114,6 @@ class CaseBounds:
         table = getattr(self, key)
         return table.get(gpus) if isinstance(table, dict) else table
 
-    def reference(self, key: str, gpus: int) -> Reference | None:
-        return self.references.get(key, {}).get(gpus)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -126,48 +134,7 @@ class RunSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class InterconnectBounds(_JsonForm):
-    """Collective-communication bounds, measured as nccl-tests does."""
-
-    min_allreduce_busbw_gbps: dict[int, float]
-    """GPU count -> lowest acceptable all-reduce bus bandwidth, GB/s (10⁹ bytes/s, nccl-tests busbw)."""
-    source: str
-    references: References = field(default_factory=dict)
-    """The bounds above written as a reference and a tolerance (fitted across hosts by calibrate-fit)."""
-
-    def reference(self, key: str, gpus: int) -> Reference | None:
-        return self.references.get(key, {}).get(gpus)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TopologyBounds(_JsonForm):
-    """Expected GPU wiring; a missing link is a hardware fault the throughput checks may not show."""
-
-    nvlinks_per_gpu: int | None = None
-    """Active NVLink links per GPU."""
-    nvlink_when: str = "always"
-    """``always``: every GPU must show ``nvlinks_per_gpu`` links; ``multi_gpu``: only on a node of two GPUs
-    or more, since a GPU alone (a 1-GPU VM) has no peer to link to."""
-    p2p_all_pairs: bool | None = None
-    """Whether every GPU pair must support peer-to-peer access."""
-    pcie_generation: int | None = None
-    """Expected current PCIe link generation of each GPU (under load: links downtrain when idle)."""
-    pcie_width: int | None = None
-    """Expected PCIe link width (lanes) of each GPU."""
-    source: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SoakBounds(_JsonForm):
-    """Bounds of a long run: does the node hold its speed once hot?"""
-
-    max_throughput_decay: float
-    """Largest acceptable slowdown of the last window vs the first, a fraction in (0, 1)."""
-    source: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MeasuredStack(_JsonForm):
+class MeasuredStack(JsonForm):
     """The software the profile's bounds were measured on: a run on another stack is told so."""
 
     torch: str | None = None
@@ -182,58 +149,13 @@ class MeasuredStack(_JsonForm):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ComponentBounds(_JsonForm):
-    """Per-GPU component bounds (docs/components.md); a bound left out is not evaluated, never passed."""
-
-    min_gemm_tflops: dict[str, float] = field(default_factory=dict)
-    """GEMM dtype -> lowest settled dense GEMM TFLOP/s per GPU."""
-    datasheet_tflops: dict[str, float] = field(default_factory=dict)
-    """GEMM dtype -> datasheet dense peak, where [hardware] peak_tflops has none (tf32)."""
-    datasheet_hbm_gbps: float | None = None
-    """Datasheet memory bandwidth per GPU, GB/s."""
-    min_hbm_copy_gbps: float | None = None
-    """Device-to-device copy, GB/s counting bytes read and written."""
-    min_hbm_rmw_gbps: float | None = None
-    """Read-modify-write (in-place multiply), GB/s counting bytes read and written."""
-    min_h2d_gbps: float | None = None
-    """Pinned host-to-GPU, each GPU alone, GB/s."""
-    min_d2h_gbps: float | None = None
-    """Pinned GPU-to-host, each GPU alone, GB/s."""
-    min_h2d_concurrent_gbps: dict[int, float] = field(default_factory=dict)
-    """GPUs at once -> pinned host-to-GPU per GPU, every GPU at once, GB/s (the GPUs share the host's bandwidth)."""
-    min_d2h_concurrent_gbps: dict[int, float] = field(default_factory=dict)
-    """GPUs at once -> pinned GPU-to-host per GPU, every GPU at once, GB/s."""
-    min_peer_gbps: float | None = None
-    """GPU-to-GPU copy bandwidth of each ordered pair, GB/s."""
-    max_peer_latency_us: float | None = None
-    """GPU-to-GPU 4-byte copy time of each ordered pair, microseconds."""
-    source: str
-    references: References = field(default_factory=dict)
-    """The bounds above written as a reference and a tolerance."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NodeShape(_JsonForm):
+class NodeShape(JsonForm):
     """How many GPUs a node of this kind has: what the node-shape check holds a node to (harness/node/shape.py)."""
 
     gpus_per_node: tuple[int, ...]
     """The GPU counts nodes of this kind come with, ascending (an HGX board: 8; cloud VMs: also 1, 2, 4)."""
     source: str
     """The published figure the shapes come from."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GpuStateBounds(_JsonForm):
-    """What NVML must say of each GPU at session start and end (harness/checks/gpu_state.py)."""
-
-    require_ecc: bool
-    """ECC must be enabled; disabled fails the ``ecc_mode`` check."""
-    allow_unsupported: tuple[str, ...] = ()
-    """Check keys whose NVML query this GPU kind does not support (e.g. retired_pages on Hopper, which
-    remaps rows instead): NotSupported is then reported, not failed. Any other NotSupported fails."""
-    max_nvlink_error_growth: int | None = None
-    """Largest rise of one NVLink error counter of one link over the session; None: a rise is not evaluated."""
-    source: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -262,23 +184,27 @@ class Profile:
     run: RunSettings = field(default_factory=RunSettings)
     cases: dict[tuple[str, str], CaseBounds]
     """(model, precision) -> bounds; includes cases outside the default matrix."""
-    interconnect: InterconnectBounds | None = None
-    topology: TopologyBounds | None = None
-    soak: SoakBounds | None = None
     stack: MeasuredStack | None = None
     """What the bounds were measured on; None: not recorded."""
     node: NodeShape | None = None
     """None: the profile states no node shape; the node's own GPU count is expected."""
-    gpu_state: GpuStateBounds | None = None
-    components: ComponentBounds | None = None
     definitions: dict[str, str] = field(default_factory=dict)
     """family -> the definition its bounds were measured under (harness/definitions.py)."""
+    tables: dict[str, Any] = field(default_factory=dict)
+    """A shipped kind's table (``[interconnect]``) -> what its ``BoundsTable.build`` made of it (harness/profile/
+    tables.py); only the tables the loader was handed, and the file has. Read as ``table(TABLE)``."""
     site: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``[site.<table>]`` -> its values, checked against the fields the site's kind declares (``Job.bounds``); only
     the tables the loading session's kinds declare (none when loaded without a session: ``harness thresholds
     check`` checks their shape alone)."""
     raw: dict = field(default_factory=dict)
     """The parsed TOML as read, for the report's "thresholds applied" section."""
+
+    def table(self, table: BoundsTable[Bounds]) -> Bounds | None:
+        """A kind's bounds (``INTERCONNECT_BOUNDS``: its ``InterconnectBounds``) as the file gave them; None: the
+        file has no such table."""
+        found = self.tables.get(table.name) if table.shipped else self.site.get(table.name)
+        return found  # type: ignore[return-value]  # built by this very table's build as the profile loaded
 
     def bounds(self, model: str, precision: str) -> CaseBounds | None:
         """The bounds for ``model`` x ``precision``, or None when the profile has no such case."""

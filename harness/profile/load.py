@@ -20,23 +20,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from harness.profile import rules
-from harness.profile.bounds import (
-    CaseBounds,
-    ComponentBounds,
-    HardwareMatch,
-    GpuStateBounds,
-    InterconnectBounds,
-    MeasuredStack,
-    NodeShape,
-    Profile,
-    RunSettings,
-    SoakBounds,
-    TopologyBounds,
-)
-from harness.profile.kinds import Reference
+from harness.profile.bounds import CaseBounds, HardwareMatch, MeasuredStack, NodeShape, Profile, RunSettings
 from harness.profile.problems import ABSENT, ProblemReport
-from harness.profile.kinds import Field
-from harness.profile.schema import CASE_FIELDS, SCHEMA_VERSION, SITE_TABLES, TOP_LEVEL_FIELDS, check_table
+from harness.profile.schema import (CASE_FIELDS, SCHEMA_VERSION, TOP_LEVEL_FIELDS, check_table, sections_of,
+                                    top_level_fields)
+from harness.profile.tables import SITE_TABLES, BoundsTable, split_references
 
 
 class ThresholdError(Exception):
@@ -58,21 +46,6 @@ class ThresholdError(Exception):
 # Building the dataclasses from checked values
 
 
-def _limits(table: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[int, Reference]]]:
-    """``table`` with every bound written as a reference turned into its limit, and those references."""
-    values: dict[str, Any] = {}
-    references: dict[str, dict[int, Reference]] = {}
-    for key, value in table.items():
-        if isinstance(value, dict) and any(isinstance(item, Reference) for item in value.values()):
-            lower_is_worse = not key.startswith("max_")
-            values[key] = {count: item.limit(lower_is_worse) if isinstance(item, Reference) else item
-                           for count, item in value.items()}
-            references[key] = {count: item for count, item in value.items() if isinstance(item, Reference)}
-        else:
-            values[key] = value
-    return values, references
-
-
 def _case_bounds(model: str, precision: str, case: Mapping[str, Any], defaults: Mapping[str, Any]) -> CaseBounds:
     inherited = {spec.key: defaults[spec.key] for spec in CASE_FIELDS
                  if spec.inherit and spec.key in defaults and spec.key not in case}
@@ -80,22 +53,12 @@ def _case_bounds(model: str, precision: str, case: Mapping[str, Any], defaults: 
     if inherited:
         source = f"{source}; {', '.join(inherited)} from [defaults]: {defaults['source']}"
     own = {key: value for key, value in case.items() if key != "source"}
-    values, references = _limits({**inherited, **own})
+    values, references = split_references({**inherited, **own})
     return CaseBounds(model=model, precision=precision, source=source, inherited=tuple(sorted(inherited)),
                       references=references, **values)
 
 
-def _component_bounds(table: Mapping[str, Any]) -> ComponentBounds:
-    values, references = _limits(table)
-    return ComponentBounds(**values, references=references)
-
-
-def _interconnect_bounds(table: Mapping[str, Any]) -> InterconnectBounds:
-    values, references = _limits(table)
-    return InterconnectBounds(**values, references=references)
-
-
-def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any],
+def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any], tables: Sequence[BoundsTable],
                    site: Mapping[str, dict[str, Any]]) -> Profile:
     hardware = checked["hardware"]
     defaults = checked["defaults"]
@@ -116,26 +79,18 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         run=RunSettings(**checked.get("run", {})),
         cases=cases,
         raw=raw,
-        interconnect=_interconnect_bounds(checked["interconnect"]) if "interconnect" in checked else None,
-        topology=TopologyBounds(**checked["topology"]) if "topology" in checked else None,
-        soak=SoakBounds(**checked["soak"]) if "soak" in checked else None,
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
         node=_node_shape(checked["node"]) if "node" in checked else None,
-        gpu_state=_gpu_state_bounds(checked.get("gpu_state")),
-        components=_component_bounds(checked["components"]) if "components" in checked else None,
         definitions=dict(checked.get("definitions", {})),
-        site=dict(site),
+        tables={table.name: table.build(checked[table.name]) for table in tables
+                if table.shipped and table.name in checked},
+        site={name: next(t for t in tables if not t.shipped and t.name == name).build(values)
+              for name, values in site.items()},
     )
 
 
 def _node_shape(node: Mapping[str, Any]) -> NodeShape:
     return NodeShape(gpus_per_node=tuple(sorted(node["gpus_per_node"])), source=node["source"])
-
-
-def _gpu_state_bounds(table: Mapping[str, Any] | None) -> GpuStateBounds | None:
-    if table is None:
-        return None
-    return GpuStateBounds(**{**table, "allow_unsupported": tuple(table.get("allow_unsupported", ()))})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,31 +180,43 @@ def _parse(path: Path, report: ProblemReport) -> tuple[bytes, dict] | None:
     return data, raw
 
 
-SiteTables = Mapping[str, Sequence[Field]]
-"""``[site.<table>]`` name -> the fields a site's kind declares for it (``Job.bounds``)."""
-
-
-def _site_bounds(checked: Mapping[str, Any], site_tables: SiteTables, report: ProblemReport) -> dict[str, dict]:
+def _site_bounds(checked: Mapping[str, Any], tables: Sequence[BoundsTable], report: ProblemReport) -> dict[str, dict]:
     """Each ``[site.<table>]`` checked against the fields its kind declares; a table no kind of the session declares
     is a problem (a misspelt name would otherwise leave the kind without its bounds)."""
+    declared = {table.name: table for table in tables if not table.shipped}
     found: dict[str, dict[str, Any]] = {}
     for name, table in checked.get(SITE_TABLES, {}).items():
-        fields = site_tables.get(name)
-        if fields is None:
-            declared = ", ".join(f"[site.{known}]" for known in site_tables) or "none"
+        if name not in declared:
+            listed = ", ".join(table.heading for table in declared.values()) or "none"
             report.add((SITE_TABLES, name), f"no kind of job of this session declares this table (declared: "
-                       f"{declared}); declare it on the site's Job (bounds=...) or remove it")
+                       f"{listed}); declare it on the site's Job (bounds=...) or remove it")
             continue
-        found[name] = check_table(table, fields, (SITE_TABLES, name), report)
+        found[name] = check_table(table, declared[name].fields, (SITE_TABLES, name), report)
     return found
 
 
-def load_profile(path: str | os.PathLike[str], site_tables: SiteTables | None = None) -> Profile:
-    """Read and validate one threshold file; raise ThresholdError listing all its problems. ``site_tables``: the
-    ``[site.<table>]`` tables the session's kinds declare (a session's load); None: their shape alone is checked
+def _refuse_clashes(tables: Sequence[BoundsTable]) -> None:
+    """A kind's table may take neither a name of the profile's own top level nor one another kind took: its keys
+    would be checked against the wrong fields. A programming error of the kind's declaration, raised as such."""
+    own = {spec.key for spec in TOP_LEVEL_FIELDS}
+    seen: set[str] = set()
+    for table in tables:
+        if table.shipped and table.name in own:
+            raise ValueError(f"bounds table {table.heading} takes a name of the profile's own top level; rename it")
+        if table.heading in seen:
+            raise ValueError(f"bounds table {table.heading} is declared twice")
+        seen.add(table.heading)
+
+
+def load_profile(path: str | os.PathLike[str], tables: Sequence[BoundsTable], *, sites_declared: bool) -> Profile:
+    """Read and validate one threshold file; raise ThresholdError listing all its problems. ``tables``: the kinds'
+    bounds tables (harness/kinds/shipped.py ``BOUNDS_TABLES``, a session's kinds' ``Job.bounds``), each checked and
+    built as the kind declares it. ``sites_declared``: ``tables`` hold every ``[site.<table>]`` of the session's
+    kinds, so one they lack is refused (a session's load); False: ``[site.*]`` is checked for its shape alone
     (``harness thresholds check``, the tools), and ``Profile.site`` stays empty."""
+    _refuse_clashes(tables)
     path = Path(path)
-    report = ProblemReport(label=str(path))
+    report = ProblemReport(label=str(path), sections=sections_of(tables))
     parsed = _parse(path, report)
     if parsed is None:
         raise ThresholdError(path, report.lines)
@@ -260,17 +227,18 @@ def load_profile(path: str | os.PathLike[str], site_tables: SiteTables | None = 
         report.add(("schema_version",), f"this harness reads schema_version = {SCHEMA_VERSION} only; use the harness "
                    "version that wrote the file, or convert it (thresholds/README.md)", version)
         raise ThresholdError(path, report.lines)
-    checked = check_table(raw, TOP_LEVEL_FIELDS, (), report)
+    checked = check_table(raw, top_level_fields(tables), (), report)
     rules.check_relations(raw, checked, path.stem, report)
-    site = _site_bounds(checked, site_tables, report) if site_tables is not None else {}
+    site = _site_bounds(checked, tables, report) if sites_declared else {}
     if report.lines:
         raise ThresholdError(path, report.lines)
-    return _build_profile(path, data, raw, checked, site)
+    return _build_profile(path, data, raw, checked, tables, site)
 
 
-def load_profiles(directory: str | os.PathLike[str], site_tables: SiteTables | None = None) -> list[Profile]:
+def load_profiles(directory: str | os.PathLike[str], tables: Sequence[BoundsTable], *,
+                  sites_declared: bool) -> list[Profile]:
     """Every ``*.toml`` in ``directory``, sorted by name; ThresholdError lists every bad file's problems.
-    ``site_tables``: as ``load_profile``'s."""
+    ``tables``, ``sites_declared``: as ``load_profile``'s."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ThresholdError(directory, [f"{directory}: not a directory of threshold files; set "
@@ -279,7 +247,7 @@ def load_profiles(directory: str | os.PathLike[str], site_tables: SiteTables | N
     problems: list[str] = []
     for path in sorted(directory.glob("*.toml")):
         try:
-            profiles.append(load_profile(path, site_tables))
+            profiles.append(load_profile(path, tables, sites_declared=sites_declared))
         except ThresholdError as err:
             problems.extend(err.problems)
     if problems:
@@ -310,8 +278,9 @@ def _files_to_check(paths: Sequence[str]) -> tuple[list[Path], str]:
     return files, ", ".join(paths)
 
 
-def cli_check(paths: list[str]) -> int:
-    """``harness thresholds check [FILES]``: 0 when every file is valid, 1 when any is not, 2 when none was found."""
+def cli_check(paths: list[str], tables: Sequence[BoundsTable]) -> int:
+    """``harness thresholds check [FILES]``: 0 when every file is valid, 1 when any is not, 2 when none was found.
+    ``tables``: the shipped kinds' (a site's ``[site.*]`` tables are checked for their shape alone)."""
     files, searched = _files_to_check(paths)
     if not files:
         print(f"harness thresholds check: no threshold files (*.toml) found in {searched}; pass files or a "
@@ -320,7 +289,7 @@ def cli_check(paths: list[str]) -> int:
     bad_files = 0
     for path in files:
         try:
-            profile = load_profile(path)
+            profile = load_profile(path, tables, sites_declared=False)
         except ThresholdError as err:
             bad_files += 1
             print(err, file=sys.stderr)
@@ -333,6 +302,3 @@ def cli_check(paths: list[str]) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(cli_check(sys.argv[1:]))

@@ -16,6 +16,7 @@ from typing import Sequence
 from harness.node.hardware import Hardware, HardwareError, describe, detect
 from harness.profile.bounds import Profile
 from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
+from harness.profile.tables import BoundsTable
 
 
 def check_homogeneous(hw: Hardware) -> None:
@@ -122,8 +123,9 @@ def _hardware_summary(hw: Hardware) -> str:
     return f"{hw.gpu_count} x {' + '.join(hw.gpu_names)} ({memory_gib:.1f} GiB)"
 
 
-def cli_detect(hardware_override: str | None, thresholds_dir: str | None) -> int:
-    """``harness detect``: print the hardware and the profile it selects; 0 on success, 1 on error."""
+def cli_detect(hardware_override: str | None, thresholds_dir: str | None, tables: Sequence[BoundsTable]) -> int:
+    """``harness detect``: print the hardware and the profile it selects; 0 on success, 1 on error. ``tables``: the
+    shipped kinds' bounds tables (harness/kinds/shipped.py), checked as the profiles load."""
     try:
         hw = detect()
     except HardwareError as err:
@@ -132,7 +134,7 @@ def cli_detect(hardware_override: str | None, thresholds_dir: str | None) -> int
     print(describe(hw))
     try:
         directory = Path(thresholds_dir) if thresholds_dir else default_thresholds_dir()
-        profiles = load_profiles(directory)
+        profiles = load_profiles(directory, tables, sites_declared=False)
         profile = select_profile(hw, profiles, hardware_override)
     except (ThresholdError, HardwareError) as err:
         print(f"error: {err}", file=sys.stderr)

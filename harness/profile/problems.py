@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 KeyPath = tuple  # of str (table keys), int (GPU counts) and ArrayIndex (array positions)
 
@@ -34,6 +34,8 @@ class ProblemReport:
     label: str
     """The file as the user gave it: messages should name what they typed."""
     lines: list[str] = field(default_factory=list)
+    sections: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    """Every table of the file's schema by heading (its fields), for the hint "this key belongs in [x]"."""
 
     def add(self, where: KeyPath, complaint: str, value: Any = ABSENT) -> None:
         subject = _key_path(where)

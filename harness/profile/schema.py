@@ -5,11 +5,12 @@ completely before any benchmark runs, because a typo found after an hour of 8-GP
 hour: every problem in a file becomes one line naming the file, the key path, the value and what
 is allowed (harness/profile/problems.py), and all of a file's problems are raised together.
 
-The schema is declared as tables of ``Field`` specs below (``TOP_LEVEL_FIELDS`` and the section
-tables it nests; the value kinds, STRING, NUMBER, ..., are in harness/profile/kinds.py). Adding a key
-is one ``Field(...)`` line here, plus the dataclass field that carries it to the verdict
-(harness/profile/bounds.py); ``check_table`` does the rest (type, range, unknown keys, missing keys).
-Rules that relate two keys are in harness/profile/rules.py.
+The profile's own schema is declared as tables of ``Field`` specs below (``TOP_LEVEL_FIELDS`` and the section
+tables it nests; the value kinds, STRING, NUMBER, ..., are in harness/profile/kinds.py); a kind of job's own table
+is declared by the kind (``BoundsTable``, harness/profile/tables.py) and joins the top level as the loader is handed
+it (``top_level_fields``). Adding a key is one ``Field(...)`` line, plus the dataclass field that carries it to the
+verdict; ``check_table`` does the rest (type, range, unknown keys, missing keys). Rules that relate two keys are in
+harness/profile/rules.py.
 """
 
 from __future__ import annotations
@@ -19,15 +20,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from harness.catalog import MODELS, PRECISIONS
 from harness.definitions import FAMILIES
-from harness.profile.kinds import (BOOLEAN, BOUND_BY_GPU_COUNT, BOUND_BY_GPUS_AT_ONCE, BOUND_BY_GPUS_TOGETHER,
+from harness.profile.kinds import (BOOLEAN, BOUND_BY_GPUS_AT_ONCE, BOUND_BY_GPUS_TOGETHER,
                                    FRACTION_BY_GPU_COUNT, GPU_COUNT_ARRAY, INTEGER, INVALID, NUMBER, STRING,
                                    STRING_ARRAY, Field, Kind, Rule, keyed_table, number, wrong_type)
 from harness.profile.problems import KeyPath, ProblemReport, toml_repr
-from harness.catalog import GEMM_DTYPES
+from harness.profile.tables import SITE_TABLES, BoundsTable
 
 SCHEMA_VERSION = 1
-SITE_TABLES = "site"
-"""The top-level table holding a site's kinds' own bounds tables (``[site.scratch]``)."""
 """The file format this harness reads (``schema_version`` at the top of every profile)."""
 
 
@@ -100,24 +99,26 @@ CASES: Kind = _cases
 NUMBER_BY_PRECISION: Kind = _precision_table(number)
 
 
-def _greater_than(low: float, unit: str = "") -> Rule:
+def greater_than(low: float, unit: str = "") -> Rule:
     return Rule(lambda value: value > low, f"must be > {low:g}{unit}")
 
 
-def _at_least(low: float, unit: str = "") -> Rule:
+def at_least(low: float, unit: str = "") -> Rule:
     return Rule(lambda value: value >= low, f"must be >= {low:g}{unit}")
 
 
-def _between(low: float, high: float, unit: str = "") -> Rule:
+def between(low: float, high: float, unit: str = "") -> Rule:
     return Rule(lambda value: low <= value <= high, f"must be between {low:g} and {high:g}{unit}")
 
 
-def _one_of(choices: Sequence[Any]) -> Rule:
+def one_of(choices: Sequence[Any]) -> Rule:
     return Rule(lambda value: value in choices, "must be one of " + ", ".join(toml_repr(c) for c in choices))
 
 
-_NOT_EMPTY = Rule(lambda text: text.strip() != "", "must not be empty")
-_SOURCE_DOC = "where the numbers came from: a measurement (who, which node, when) or a cited publication"
+NOT_EMPTY = Rule(lambda text: text.strip() != "", "must not be empty")
+SOURCE_DOC = "where the numbers came from: a measurement (who, which node, when) or a cited publication"
+SOURCE_FIELD = Field(key="source", kind=STRING, required=True, rule=NOT_EMPTY, doc=SOURCE_DOC)
+"""Every table of bounds says where its numbers came from."""
 # 96 % written as 96 is the mistake this catches; a bound above 1 could never pass.
 _EFFICIENCY = Rule(lambda value: 0 < value <= 1, "an efficiency is a fraction in (0, 1]; use 0.96, not 96")
 _KNOWN_MODEL = Rule(lambda name: name in MODELS, "unknown model; known models: " + ", ".join(MODELS))
@@ -126,25 +127,25 @@ _KNOWN_PRECISION = Rule(lambda name: name in PRECISIONS,
 
 
 HARDWARE_MATCH_FIELDS = (
-    Field(key="gpu_name_contains", kind=STRING, rule=_NOT_EMPTY,
+    Field(key="gpu_name_contains", kind=STRING, rule=NOT_EMPTY,
           doc="case-insensitive fragment of the GPU name as NVML reports it, e.g. \"H200\""),
-    Field(key="min_memory_gib", kind=NUMBER, rule=_greater_than(0, " GiB"),
+    Field(key="min_memory_gib", kind=NUMBER, rule=greater_than(0, " GiB"),
           doc="smallest GPU memory accepted, GiB (1024^3 bytes)"),
-    Field(key="max_memory_gib", kind=NUMBER, rule=_greater_than(0, " GiB"),
+    Field(key="max_memory_gib", kind=NUMBER, rule=greater_than(0, " GiB"),
           doc="largest GPU memory accepted, GiB (1024^3 bytes)"),
-    Field(key="node_gpus", kind=INTEGER, rule=_at_least(1, " (GPUs)"),
+    Field(key="node_gpus", kind=INTEGER, rule=at_least(1, " (GPUs)"),
           doc="only nodes that show exactly this many GPUs: the node size the profile's bounds were fitted on"),
 )
 
 HARDWARE_FIELDS = (
-    Field(key="name", kind=STRING, required=True, rule=_NOT_EMPTY,
+    Field(key="name", kind=STRING, required=True, rule=NOT_EMPTY,
           doc="the profile name, equal to the file name without .toml"),
-    Field(key="description", kind=STRING, required=True, rule=_NOT_EMPTY, doc="the hardware in words, for the report"),
-    Field(key="device", kind=STRING, required=True, rule=_one_of(("cuda", "cpu")), doc="\"cuda\" or \"cpu\""),
+    Field(key="description", kind=STRING, required=True, rule=NOT_EMPTY, doc="the hardware in words, for the report"),
+    Field(key="device", kind=STRING, required=True, rule=one_of(("cuda", "cpu")), doc="\"cuda\" or \"cpu\""),
     Field(key="match", kind=TABLE, fields=HARDWARE_MATCH_FIELDS, doc="how the harness recognises this hardware"),
-    Field(key="peak_tflops", kind=NUMBER_BY_PRECISION, rule=_greater_than(0, " TFLOP/s"),
+    Field(key="peak_tflops", kind=NUMBER_BY_PRECISION, rule=greater_than(0, " TFLOP/s"),
           doc="precision -> dense peak TFLOP/s per GPU, for MFU"),
-    Field(key="peak_tflops_source", kind=STRING, rule=_NOT_EMPTY, doc="where the peak_tflops figures come from"),
+    Field(key="peak_tflops_source", kind=STRING, rule=NOT_EMPTY, doc="where the peak_tflops figures come from"),
     Field(key="bf16_needs_native", kind=BOOLEAN,
           doc="cpu: the bf16 cases run only where the CPU has native bf16 (harness/node/cpu_features.py)"),
 )
@@ -152,30 +153,30 @@ HARDWARE_FIELDS = (
 RUN_FIELDS = (
     # > 0, not >= 0: warmup is what steadies the clocks and caches before a window is timed; the
     # launcher refuses a zero warmup (harness/launch/spec.py), so 0 here would fail every case.
-    Field(key="warmup_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="untimed warmup per launch, seconds"),
-    Field(key="measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="timed window per launch, seconds"),
-    Field(key="timeout_seconds", kind=NUMBER, rule=_greater_than(0, " s"), doc="wall-clock limit per launch, seconds"),
+    Field(key="warmup_seconds", kind=NUMBER, rule=greater_than(0, " s"), doc="untimed warmup per launch, seconds"),
+    Field(key="measure_seconds", kind=NUMBER, rule=greater_than(0, " s"), doc="timed window per launch, seconds"),
+    Field(key="timeout_seconds", kind=NUMBER, rule=greater_than(0, " s"), doc="wall-clock limit per launch, seconds"),
     Field(key="ci_target", kind=NUMBER,
           rule=Rule(lambda v: 0 <= v < 1, "must be a fraction in [0, 1): 0.01 for ±1 %, not 1; 0 for a fixed window"),
           doc="adaptive window: stop at this relative 95 % CI half-width of throughput (0.01 = ±1 %); "
               "0 = fixed window"),
-    Field(key="max_measure_seconds", kind=NUMBER, rule=_greater_than(0, " s"),
+    Field(key="max_measure_seconds", kind=NUMBER, rule=greater_than(0, " s"),
           doc="adaptive window: the longest measured window, seconds"),
 )
 
 CASE_FIELDS = (  # a table by GPU count holds a bound per shape measured: GPUs at once, or GPUs together
-    Field(key="batch_size_per_gpu", kind=INTEGER, required=True, rule=_at_least(1, " (samples per GPU per step)"),
+    Field(key="batch_size_per_gpu", kind=INTEGER, required=True, rule=at_least(1, " (samples per GPU per step)"),
           doc="samples per GPU per step of the weak-scaling runs"),
-    Field(key="min_samples_per_sec_per_gpu", kind=BOUND_BY_GPUS_AT_ONCE, rule=_greater_than(0, " (samples/s per GPU)"),
+    Field(key="min_samples_per_sec_per_gpu", kind=BOUND_BY_GPUS_AT_ONCE, rule=greater_than(0, " (samples/s per GPU)"),
           doc="GPUs at once -> lowest throughput of each GPU in the 1-GPU case run on that many GPUs at once, "
               "samples/s"),
     Field(key="min_weak_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY, inherit=True,
           doc="GPU count -> lowest weak-scaling efficiency, a fraction"),
-    Field(key="strong_global_batch_size", kind=INTEGER, rule=_at_least(1, " (samples per step, all GPUs)"),
+    Field(key="strong_global_batch_size", kind=INTEGER, rule=at_least(1, " (samples per step, all GPUs)"),
           doc="global batch of the strong-scaling runs"),
     Field(key="min_strong_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY,
           doc="GPU count -> lowest strong-scaling efficiency, a fraction"),
-    Field(key="min_gpu_utilization_pct", kind=BOUND_BY_GPUS_AT_ONCE, rule=_between(0, 100, " (percent)"), inherit=True,
+    Field(key="min_gpu_utilization_pct", kind=BOUND_BY_GPUS_AT_ONCE, rule=between(0, 100, " (percent)"), inherit=True,
           doc="GPUs at once -> lowest mean GPU utilization, percent"),
     Field(key="min_power_fraction_of_limit", kind=BOUND_BY_GPUS_AT_ONCE,
           rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1] of the power limit; use 0.5, not 50"),
@@ -183,7 +184,7 @@ CASE_FIELDS = (  # a table by GPU count holds a bound per shape measured: GPUs a
     Field(key="max_temperature_c", kind=NUMBER,
           rule=Rule(lambda v: 0 < v <= 150, "must be between 0 and 150 (degrees Celsius)"),
           inherit=True, doc="highest GPU temperature, degrees Celsius"),
-    Field(key="max_straggler_ratio", kind=BOUND_BY_GPUS_TOGETHER, rule=_at_least(1, " (slowest rank / fastest rank)"),
+    Field(key="max_straggler_ratio", kind=BOUND_BY_GPUS_TOGETHER, rule=at_least(1, " (slowest rank / fastest rank)"),
           inherit=True, doc="GPU count -> highest slowest/fastest rank step-time ratio"),
     Field(key="max_step_time_cv", kind=BOUND_BY_GPUS_AT_ONCE,
           rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1]; use 0.05 for 5 %, not 5"),
@@ -192,126 +193,75 @@ CASE_FIELDS = (  # a table by GPU count holds a bound per shape measured: GPUs a
           rule=Rule(lambda v: 0 < v <= 1, "must be a fraction in (0, 1] of the node's median GPU; use 0.97, not 97"),
           inherit=True, doc="GPUs at once -> lowest rate of any GPU / the node's median GPU in the independent "
                             "1-GPU run, a fraction"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
+    SOURCE_FIELD,
 )
 
 DEFAULTS_FIELDS = (
-    Field(key="gpu_counts", kind=GPU_COUNT_ARRAY, required=True, rule=_at_least(1, " (GPUs)"),
+    Field(key="gpu_counts", kind=GPU_COUNT_ARRAY, required=True, rule=at_least(1, " (GPUs)"),
           doc="GPU counts of the default matrix, e.g. [1, 2, 4, 8]"),
     Field(key="models", kind=STRING_ARRAY, required=True, rule=_KNOWN_MODEL, doc="models of the default matrix"),
     Field(key="precisions", kind=STRING_ARRAY, required=True, rule=_KNOWN_PRECISION,
           doc="precisions of the default matrix"),
     *(spec for spec in CASE_FIELDS if spec.inherit),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
-)
-
-INTERCONNECT_FIELDS = (
-    Field(key="min_allreduce_busbw_gbps", kind=BOUND_BY_GPU_COUNT, required=True, rule=_greater_than(0, " GB/s"),
-          doc="GPU count (>= 2) -> lowest all-reduce bus bandwidth, GB/s (10^9 bytes/s): a number, or "
-              "{ ref, tol, hosts, runs, spread } as harness calibrate-fit writes it"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
-)
-
-NVLINK_WHEN = ("always", "multi_gpu")
-
-TOPOLOGY_FIELDS = (
-    Field(key="nvlinks_per_gpu", kind=INTEGER, rule=_at_least(0, " (links)"), doc="active NVLink links per GPU"),
-    Field(key="nvlink_when", kind=STRING, rule=_one_of(NVLINK_WHEN),
-          doc='"always": every GPU must show its NVLinks, even alone; "multi_gpu": only where the node has '
-              "two GPUs or more (a GPU alone has no peer to link to, as in a 1-GPU VM)"),
-    Field(key="p2p_all_pairs", kind=BOOLEAN, doc="every GPU pair supports peer-to-peer access"),
-    Field(key="pcie_generation", kind=INTEGER, rule=_between(1, 7), doc="PCIe link generation of each GPU under load"),
-    Field(key="pcie_width", kind=INTEGER, rule=_one_of((1, 2, 4, 8, 16)), doc="PCIe link width (lanes) of each GPU"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
+    SOURCE_FIELD,
 )
 
 STACK_FIELDS = (
-    Field(key="torch", kind=STRING, rule=_NOT_EMPTY, doc="torch.__version__ the bounds were measured on"),
-    Field(key="cuda", kind=STRING, rule=_NOT_EMPTY, doc="CUDA version torch was built with (torch.version.cuda)"),
-    Field(key="nccl", kind=STRING, rule=_NOT_EMPTY, doc="NCCL version torch reported"),
-    Field(key="driver", kind=STRING, rule=_NOT_EMPTY, doc="NVIDIA driver version"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
-)
-
-SOAK_FIELDS = (
-    Field(key="max_throughput_decay", kind=NUMBER, required=True,
-          rule=Rule(lambda v: 0 < v < 1, "must be a fraction in (0, 1); use 0.03 for 3 %, not 3"),
-          doc="largest slowdown of the last window vs the first, a fraction"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
+    Field(key="torch", kind=STRING, rule=NOT_EMPTY, doc="torch.__version__ the bounds were measured on"),
+    Field(key="cuda", kind=STRING, rule=NOT_EMPTY, doc="CUDA version torch was built with (torch.version.cuda)"),
+    Field(key="nccl", kind=STRING, rule=NOT_EMPTY, doc="NCCL version torch reported"),
+    Field(key="driver", kind=STRING, rule=NOT_EMPTY, doc="NVIDIA driver version"),
+    SOURCE_FIELD,
 )
 
 NODE_FIELDS = (
-    Field(key="gpus_per_node", kind=GPU_COUNT_ARRAY, required=True, rule=_at_least(1, " (GPUs)"),
+    Field(key="gpus_per_node", kind=GPU_COUNT_ARRAY, required=True, rule=at_least(1, " (GPUs)"),
           doc="the GPU counts a node of this kind has, e.g. [8] for an HGX board; several shapes where cloud "
               "VMs hold part of one, e.g. [1, 2, 4, 8]"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY,
+    Field(key="source", kind=STRING, required=True, rule=NOT_EMPTY,
           doc="where the shapes come from: a published figure (docs/references.md), not a measurement"),
 )
 
-GPU_STATE_KEYS = ("power_limit", "clocks", "ecc_mode", "retired_pages", "remapped_rows", "ecc_uncorrected",
-                  "xid_events", "nvlink_errors")
-"""The checks of the GPU-state test (harness/checks/gpu_state.py), by key."""
-
-GPU_STATE_FIELDS = (
-    Field(key="require_ecc", kind=BOOLEAN, required=True,
-          doc="ECC must be enabled on every GPU (false only for GPUs sold without ECC)"),
-    Field(key="allow_unsupported", kind=STRING_ARRAY, rule=_one_of(GPU_STATE_KEYS),
-          doc="GPU-state checks whose NVML query this GPU kind does not support (NotSupported is then "
-              "reported, not failed); nvlink_errors only where NVML shows no NVLink at all"),
-    Field(key="max_nvlink_error_growth", kind=INTEGER, rule=_at_least(0, " (errors per link per session)"),
-          doc="largest rise of one NVLink error counter (CRC, replay, recovery) between session start and end; "
-              "absent: any rise is reported as not evaluated"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
-)
-
-_GBPS, _TFLOPS = _greater_than(0, " GB/s"), _greater_than(0, " TFLOP/s")
-_BY_GEMM_DTYPE = tuple(Field(key=dtype, kind=NUMBER, rule=_TFLOPS, doc=f"{dtype}, TFLOP/s") for dtype in GEMM_DTYPES)
-COMPONENTS_FIELDS = (  # each bound per GPU (per ordered pair), GB/s = 10^9 bytes/s (docs/components.md)
-    Field(key="min_gemm_tflops", kind=TABLE, fields=_BY_GEMM_DTYPE, doc="lowest settled dense TFLOP/s per dtype"),
-    Field(key="datasheet_tflops", kind=TABLE, fields=_BY_GEMM_DTYPE,
-          doc="datasheet dense peak TFLOP/s per dtype where [hardware] peak_tflops has none (tf32)"),
-    Field(key="datasheet_hbm_gbps", kind=NUMBER, rule=_GBPS, doc="datasheet memory bandwidth per GPU, GB/s"),
-    Field(key="min_hbm_copy_gbps", kind=NUMBER, rule=_GBPS, doc="lowest device-to-device copy, GB/s (read + written)"),
-    Field(key="min_hbm_rmw_gbps", kind=NUMBER, rule=_GBPS, doc="lowest read-modify-write, GB/s (read + written)"),
-    *(Field(key=f"min_{way}_gbps", kind=NUMBER, rule=_GBPS,
-            doc=f"lowest pinned {words} bandwidth, each GPU alone, GB/s")
-      for way, words in (("h2d", "host-to-GPU"), ("d2h", "GPU-to-host"))),
-    # The GPUs of a node share the host's bandwidth: a figure with 4 GPUs at once is not one with 1.
-    *(Field(key=f"min_{way}_concurrent_gbps", kind=BOUND_BY_GPUS_AT_ONCE, rule=_GBPS,
-            doc=f"GPUs at once -> lowest pinned {words} bandwidth per GPU with every GPU at once, GB/s")
-      for way, words in (("h2d", "host-to-GPU"), ("d2h", "GPU-to-host"))),
-    Field(key="min_peer_gbps", kind=NUMBER, rule=_GBPS, doc="lowest GPU-to-GPU copy of each ordered pair, GB/s"),
-    Field(key="max_peer_latency_us", kind=NUMBER, rule=_greater_than(0, " us"),
-          doc="highest GPU-to-GPU 4-byte copy time of each ordered pair, microseconds"),
-    Field(key="source", kind=STRING, required=True, rule=_NOT_EMPTY, doc=_SOURCE_DOC),
-)
-
 DEFINITION_FIELDS = tuple(
-    Field(key=family, kind=STRING, rule=_NOT_EMPTY,
+    Field(key=family, kind=STRING, rule=NOT_EMPTY,
           doc=f"the definition the {family} bounds were measured under (harness/definitions.py: {what})")
     for family, what in FAMILIES.items())
 
-TOP_LEVEL_FIELDS = (
-    Field(key="schema_version", kind=INTEGER, required=True, rule=_one_of((SCHEMA_VERSION,)),
+_PROFILE_TABLES = (
+    Field(key="schema_version", kind=INTEGER, required=True, rule=one_of((SCHEMA_VERSION,)),
           doc=f"the file format version, {SCHEMA_VERSION}"),
     Field(key="hardware", kind=TABLE, required=True, fields=HARDWARE_FIELDS, doc="[hardware]: what the profile is for"),
     Field(key="run", kind=TABLE, fields=RUN_FIELDS, doc="[run]: launch durations"),
     Field(key="defaults", kind=TABLE, required=True, fields=DEFAULTS_FIELDS,
           doc="[defaults]: the default matrix and bounds shared by every case"),
     Field(key="models", kind=CASES, required=True, doc="[models.<model>.<precision>] tables, one per case"),
-    Field(key="interconnect", kind=TABLE, fields=INTERCONNECT_FIELDS, doc="[interconnect]: all-reduce bounds"),
-    Field(key="topology", kind=TABLE, fields=TOPOLOGY_FIELDS, doc="[topology]: expected GPU wiring"),
-    Field(key="soak", kind=TABLE, fields=SOAK_FIELDS, doc="[soak]: long-run bounds"),
     Field(key="stack", kind=TABLE, fields=STACK_FIELDS, doc="[stack]: the software the bounds were measured on"),
     Field(key="node", kind=TABLE, fields=NODE_FIELDS, doc="[node]: the GPUs a node of this kind has"),
-    Field(key="gpu_state", kind=TABLE, fields=GPU_STATE_FIELDS, doc="[gpu_state]: what NVML must say of each GPU"),
-    Field(key="components", kind=TABLE, fields=COMPONENTS_FIELDS, doc="[components]: per-GPU component bounds"),
+)
+_PROFILE_TABLES_LAST = (
     Field(key="definitions", kind=TABLE, fields=DEFINITION_FIELDS,
           doc="[definitions]: how each family of bounds was measured; a family measured another way today is "
               "not judged"),
     Field(key=SITE_TABLES, kind=_site_tables,
           doc="[site.<table>]: a site's own kind's bounds, each table checked against the fields its Job declares"),
 )
+TOP_LEVEL_FIELDS = (*_PROFILE_TABLES, *_PROFILE_TABLES_LAST)
+"""The profile's own top level, without any kind's table (``top_level_fields``)."""
+
+
+def top_level_fields(tables: Sequence[BoundsTable]) -> tuple[Field, ...]:
+    """The top level of a profile whose kinds of job declare ``tables``: the profile's own tables, each shipped
+    kind's at the top level after them (a site's are under ``[site]``)."""
+    kinds = tuple(Field(key=table.name, kind=TABLE, fields=table.fields, doc=f"{table.heading}: {table.doc}")
+                  for table in tables if table.shipped)
+    return (*_PROFILE_TABLES, *kinds, *_PROFILE_TABLES_LAST)
+
+
+def sections_of(tables: Sequence[BoundsTable]) -> dict[str, tuple[Field, ...]]:
+    """Every table of a profile whose kinds of job declare ``tables``, by how the messages name it: the schema's
+    own (``SECTIONS``), then the kinds'."""
+    return {**SECTIONS, "the top level": top_level_fields(tables), **{table.heading: table.fields for table in tables}}
+
 
 SECTIONS: dict[str, tuple[Field, ...]] = {
     "the top level": TOP_LEVEL_FIELDS,
@@ -320,16 +270,12 @@ SECTIONS: dict[str, tuple[Field, ...]] = {
     "[run]": RUN_FIELDS,
     "[defaults]": DEFAULTS_FIELDS,
     "[models.<model>.<precision>]": CASE_FIELDS,
-    "[interconnect]": INTERCONNECT_FIELDS,
-    "[topology]": TOPOLOGY_FIELDS,
-    "[soak]": SOAK_FIELDS,
     "[stack]": STACK_FIELDS,
     "[node]": NODE_FIELDS,
-    "[gpu_state]": GPU_STATE_FIELDS,
-    "[components]": COMPONENTS_FIELDS,
     "[definitions]": DEFINITION_FIELDS,
 }
-"""Every table of the schema, by how the README and error messages name it."""
+"""Every table of the profile's own schema, by how the README and error messages name it; a kind's tables are its
+own (``sections_of``)."""
 
 _RENAMED_KEYS = {
     # Names from the first design sketch (docs), which a hand-written file may still use.
@@ -338,7 +284,8 @@ _RENAMED_KEYS = {
 }
 
 
-def _unknown(key: str, allowed: Iterable[str], *, noun: str = "key", fields: Sequence[Field] = ()) -> str:
+def _unknown(key: str, allowed: Iterable[str], *, noun: str = "key", fields: Sequence[Field] = (),
+             sections: Mapping[str, Sequence[Field]] = {}) -> str:
     """'unknown key; allowed keys here: ...', plus the likeliest intended key or where it belongs."""
     allowed = list(allowed)
     listing = f"allowed {noun}s here" if noun == "key" else f"known {noun}s"
@@ -349,7 +296,7 @@ def _unknown(key: str, allowed: Iterable[str], *, noun: str = "key", fields: Seq
         intended = close[0] if close else None
     if intended is not None:
         return f"{text}; did you mean {intended}?"
-    homes = [section for section, specs in SECTIONS.items()
+    homes = [section for section, specs in {**SECTIONS, **sections}.items()
              if specs is not fields and any(spec.key == key for spec in specs)]
     if homes and fields:
         return f"{text}; {key} belongs in {' or '.join(homes)}"
@@ -364,7 +311,7 @@ def check_table(table: Mapping[str, Any], fields: Sequence[Field], where: KeyPat
     for key, value in table.items():
         spec = spec_by_key.get(key)
         if spec is None:
-            report.add((*where, key), _unknown(key, spec_by_key, fields=fields))
+            report.add((*where, key), _unknown(key, spec_by_key, fields=fields, sections=report.sections))
             continue
         converted = spec.kind(value, (*where, key), report, spec)
         if converted is not INVALID:

@@ -90,11 +90,12 @@ def nvml_gpus(nvml: Any = None) -> list[NodeGpu]:
 
 def plan_for_this_node(ns: argparse.Namespace) -> tuple[list[RowSpec], dict[str, Any]]:
     from harness.node.hardware import HardwareError, detect
-    from harness.profile.load import ThresholdError, default_thresholds_dir, load_profiles
+    from harness.kinds.shipped import load_shipped_profiles
+    from harness.profile.load import ThresholdError, default_thresholds_dir
     from harness.profile.match import select_profile
 
     try:
-        profiles = load_profiles(ns.thresholds_dir or default_thresholds_dir())
+        profiles = load_shipped_profiles(ns.thresholds_dir or default_thresholds_dir())
         hardware = detect()
         profile = select_profile(hardware, profiles, ns.hardware)
     except (ThresholdError, HardwareError) as exc:

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from harness.records import Scaling
 from harness.files import write_json_atomic
@@ -107,6 +107,19 @@ class CasePlan:
     run_id: str
 
 
+PLANNED_STEPS = "steps"
+"""plan.json's key for what the launch will do and how long each step is planned to take: ``[[what, seconds],
+...]``, which the launcher's heartbeat reads (harness/launch/heartbeat.py) whatever kind of plan it is."""
+
+
+@runtime_checkable
+class StepsPlanned(Protocol):
+    """A plan that says its steps and their planned seconds (written beside it in plan.json as ``PLANNED_STEPS``)."""
+
+    def planned_steps(self) -> list[tuple[str, float]]:
+        """(what, planned seconds) of each step, in order."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BenchmarkPlan:
     """The cases of one launch, in order: process start, imports and process-group init are paid once."""
@@ -116,6 +129,11 @@ class BenchmarkPlan:
     """After its cases, how long the launch waits for a follow-on plan (FOLLOW_ON_FILE) before it ends; 0: it
     ends at once. A holding launch keeps its processes, warm (cuDNN's autotuned algorithms, the GPUs' clocks),
     for cases the launcher decides on only after it has read these cases' records (re-measures, issue 28)."""
+
+    def planned_steps(self) -> list[tuple[str, float]]:
+        """Each case: its warmup and its (least) window."""
+        return [(f"{case.model} {case.precision} {case.scaling}", case.warmup_seconds + case.measure_seconds)
+                for case in self.cases]
 
 
 Plan = TypeVar("Plan", bound="DataclassInstance")
@@ -141,7 +159,8 @@ def write_plan(path: Path, plan: DataclassInstance) -> None:
                                           for case in plan.cases], "hold_s": plan.hold_s}
     else:
         data = {k: _to_json_value(v) for k, v in dataclasses.asdict(plan).items()}
-    write_json_atomic(path, json.dumps({"kind": type(plan).__name__, **data}, indent=1))
+    steps = [list(step) for step in plan.planned_steps()] if isinstance(plan, StepsPlanned) else []
+    write_json_atomic(path, json.dumps({"kind": type(plan).__name__, **data, PLANNED_STEPS: steps}, indent=1))
 
 
 def read_plan(path: Path, kind: type[Plan]) -> Plan:
@@ -150,6 +169,7 @@ def read_plan(path: Path, kind: type[Plan]) -> Plan:
         data = json.loads(Path(path).read_text())
         if data.pop("kind", None) != kind.__name__:
             raise ValueError(f"not a {kind.__name__}")
+        data.pop(PLANNED_STEPS, None)
         plan: Plan = _from_dict(kind, data)
         return plan
     except (OSError, ValueError, TypeError, KeyError) as err:

@@ -20,13 +20,13 @@ from harness.launch.slurm import allocation_from_env, srun_prefix
 from harness.kinds.gpu_state.params import gpu_state_params
 from harness.kinds.gpu_state.runner import GpuStateChecks
 from harness.plugin.gpu_state import GpuStateWatcher
-from harness.profile.load import load_profile
+from harness.kinds.shipped import load_shipped_profile
 
 run_dir = Path(sys.argv[1])
 run_dir.mkdir(parents=True, exist_ok=True)
 alloc = allocation_from_env()
 assert alloc is not None, "not in a Slurm job"
-profile = load_profile(Path(__file__).resolve().parents[2] / "thresholds" / "h100-80gb.toml")
+profile = load_shipped_profile(Path(__file__).resolve().parents[2] / "thresholds" / "h100-80gb.toml")
 # A cuda-profile session on a node without NVML: the driver's own GPUs are none; the other node's
 # probe must say NVML is unavailable, and its GPU-state test must not pass.
 ctx = SimpleNamespace(device="cuda", hardware=SimpleNamespace(gpus=(), hostname=socket.gethostname()),

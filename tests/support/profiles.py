@@ -4,7 +4,11 @@ write it as ``<thresholds dir>/cpu-test.toml``."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, Mapping
+
 from harness.definitions import DEFINITIONS
+from harness.profile.tables import BoundsTable
 
 CPU_TEST_PROFILE_NAME = "cpu-test"
 
@@ -41,3 +45,10 @@ def cpu_test_profile(*, defaults: str = "", case: str = "", sections: str = "") 
         sections,
         *DEFINITIONS_OF_TODAY,
     ) if line) + "\n"
+
+
+def profile_stub(name: str, tables: Mapping[BoundsTable, Any] | None = None, **attributes: Any) -> SimpleNamespace:
+    """A stand-in for a loaded Profile with ``name``, ``attributes`` and the kinds' ``tables``, read as a Profile's
+    (``profile.table(TABLE)``; None for a table it lacks)."""
+    held = dict(tables or {})
+    return SimpleNamespace(name=name, table=lambda table: held.get(table), **attributes)

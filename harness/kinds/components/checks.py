@@ -14,7 +14,7 @@ from typing import Literal
 
 from harness.results.check import Check, CheckKind
 from harness.checks.shapes import bound_for
-from harness.profile.bounds import ComponentBounds
+from harness.kinds.components.bounds import ComponentBounds
 from harness.results.location import Location, gpu_location
 from harness.telemetry import gpu_label
 

@@ -6,6 +6,7 @@ figures are columns of the page's per-GPU table (``GPU_COLUMNS``), beside the ot
 from __future__ import annotations
 
 from harness.jobs.job import Job, Requirement, gpu_id, pair_id
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS
 from harness.kinds.components.params import CPU_RANK_ID, gpu_params, pair_params
 from harness.kinds.components.runner import ComponentRuns
 
@@ -16,7 +17,7 @@ PER_GPU_COMPONENT_TESTS = ("test_gemm", "test_memory_bandwidth", "test_host_link
 
 
 def _components(need: Requirement) -> list[str]:
-    components = need.profile.components
+    components = need.profile.table(COMPONENTS_BOUNDS)
     if components is None:
         return []
     if not need.on_gpus:
@@ -40,4 +41,4 @@ COMPONENTS = Job(name="components", tests=(*PER_GPU_COMPONENT_TESTS, "test_peer_
                  required=_components, section=SECTION, runner=ComponentRuns,
                  params={"component_gpu": lambda session: gpu_params(session.ctx),
                          "gpu_pair": lambda session: pair_params(session.ctx)},
-                 gpu_columns=GPU_COLUMNS)
+                 gpu_columns=GPU_COLUMNS, bounds=COMPONENTS_BOUNDS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.jobs.job import gpu_id, pair_id
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS
 from harness.plugin.cases import NO_GPU
 from harness.plugin.context import SessionContext
 
@@ -25,7 +26,7 @@ def gpu_params(ctx: SessionContext) -> list:
 def peer_judged(ctx: SessionContext) -> bool:
     """Whether the peer matrix runs: at level long, or where the profile bounds it (nothing is measured
     that no bound judges). The pair parameters below and the component launch's spec read it alike."""
-    bounds = ctx.profile.components
+    bounds = ctx.profile.table(COMPONENTS_BOUNDS)
     bounded = bounds is not None and (bounds.min_peer_gbps is not None or bounds.max_peer_latency_us is not None)
     return ctx.options.level == "long" or bounded
 

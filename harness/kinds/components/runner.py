@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from harness.kinds.components import checks
+from harness.kinds.components.bounds import COMPONENTS_BOUNDS, ComponentBounds
 from harness.checks import confirm
 from harness import definitions
 from harness.checks.judged import not_judged
@@ -90,12 +91,17 @@ class ComponentRuns(KindRunner):
         return self.run
 
     @property
+    def bounds(self) -> ComponentBounds | None:
+        """The profile's ``[components]``; None: it has none (every component check then not evaluated)."""
+        return self.ctx.profile.table(COMPONENTS_BOUNDS)
+
+    @property
     def no_bounds(self) -> str:
         return f"profile {self.ctx.profile.name} has no [components] bound"
 
     def _result(self, name: str, what: str, checks_of: list[Check], data: dict) -> CheckedResult:
         ctx, run = self.ctx, self.measured()
-        bounds = ctx.profile.components
+        bounds = self.bounds
         found = [checks.completed_check(run.status, run.why)]
         if run.status == "ok":
             gpu = data.get("gpu") or {}
@@ -119,7 +125,7 @@ class ComponentRuns(KindRunner):
                 "missing": True}
 
     def gemm(self, index: int) -> CheckedResult:
-        rank, bounds = self._rank(index), self.ctx.profile.components
+        rank, bounds = self._rank(index), self.bounds
         assert self.spec is not None
         found = checks.gemm_checks(rank, self.spec.sizes.gemm_dtypes, bounds, self.ctx.profile.peak_tflops,
                                    no_bounds=self.no_bounds)
@@ -131,14 +137,14 @@ class ComponentRuns(KindRunner):
 
     def hbm(self, index: int) -> CheckedResult:
         rank = self._rank(index)
-        found = checks.hbm_checks(rank, self.ctx.profile.components, no_bounds=self.no_bounds)
+        found = checks.hbm_checks(rank, self.bounds, no_bounds=self.no_bounds)
         return self._result(f"hbm-gpu{index}", f"memory bandwidth, {checks.label_of(rank)}", found,
                             {"gpu": _gpu(rank), "hbm": rank.get("hbm")})
 
     def host_link(self, index: int) -> CheckedResult:
         rank = self._rank(index)
         at_once = len(self.measured().result.get("ranks") or []) or 1
-        found = checks.host_link_checks(rank, self.ctx.profile.components, no_bounds=self.no_bounds,
+        found = checks.host_link_checks(rank, self.bounds, no_bounds=self.no_bounds,
                                         gpus_at_once=at_once)
         doubted = confirm.doubted_host_link(found)
         remeasured: list[str] = []
@@ -161,7 +167,7 @@ class ComponentRuns(KindRunner):
                 break  # judged on what was measured; the failed re-measure is in its own log directory
             used.append(run.run_id)
             rank = run.rank_of_gpu(index, self._rank(index).get("gpu_uuid")) or {}
-            attempts.append(checks.host_link_checks(rank, self.ctx.profile.components, no_bounds=self.no_bounds,
+            attempts.append(checks.host_link_checks(rank, self.bounds, no_bounds=self.no_bounds,
                                                     gpus_at_once=at_once))
             if confirm.checks_agree(attempts, keys):
                 break
@@ -186,7 +192,7 @@ class ComponentRuns(KindRunner):
     def peer(self, src: int, dst: int) -> CheckedResult:
         peer = self.measured().result.get("peer") or {}
         pairs = peer.get("pairs") or []
-        found = checks.peer_checks(pairs, src, dst, self.ctx.profile.components, no_bounds=self.no_bounds)
+        found = checks.peer_checks(pairs, src, dst, self.bounds, no_bounds=self.no_bounds)
         return self._result(f"peer-gpu{src}-gpu{dst}", f"peer copy GPU {src} -> GPU {dst}", found,
                             {"pair": [src, dst], "peer": peer})
 

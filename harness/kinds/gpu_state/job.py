@@ -5,6 +5,7 @@ the session's GPU-state watch read (runner.py; the watch, harness/plugin/gpu_sta
 from __future__ import annotations
 
 from harness.jobs.job import Job, Requirement, gpu_id, node_gpu_id
+from harness.kinds.gpu_state.bounds import GPU_STATE_BOUNDS
 from harness.kinds.gpu_state.params import GPU_STATE_FIXTURE, gpu_state_params
 from harness.kinds.gpu_state.runner import SECTION, GpuStateChecks
 
@@ -24,5 +25,5 @@ GPU_COLUMNS = (("power_limit", "power limit"), ("clocks", "clocks"), ("ecc_mode"
 
 GPU_STATE = Job(name="GPU state", tests=("test_gpu_state",), level="quick", required=_gpu_state,
                 missing_hint=" (a GPU the node should have is not visible)", order="last", section=SECTION,
-                runner=GpuStateChecks, gpu_columns=GPU_COLUMNS,
+                runner=GpuStateChecks, gpu_columns=GPU_COLUMNS, bounds=GPU_STATE_BOUNDS,
                 params={GPU_STATE_FIXTURE: lambda session: gpu_state_params(session.ctx, session.gpu_state.remote)})

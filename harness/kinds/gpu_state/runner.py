@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.checks.gpu_state import gpu_state_checks
+from harness.kinds.gpu_state.bounds import GPU_STATE_BOUNDS
+from harness.kinds.gpu_state.checks import gpu_state_checks
 from harness.jobs.job import GpuStateWatch, KindRunner, gpu_id, node_gpu_id
 from harness.plugin.context import SessionContext
 from harness.plugin.gpu_state import GpuStateReading
@@ -42,9 +43,9 @@ class GpuStateChecks(KindRunner):
 
 
 def judged(ctx: SessionContext, reading: GpuStateReading) -> CheckedResult:
-    """One GPU's reading judged against the profile's ``[gpu_state]`` bounds (harness/checks/gpu_state.py)."""
+    """One GPU's reading judged against the profile's ``[gpu_state]`` bounds (harness/kinds/gpu_state/checks.py)."""
     state = reading.state
-    bounds = ctx.profile.gpu_state
+    bounds = ctx.profile.table(GPU_STATE_BOUNDS)
     name = node_gpu_id(state.node, state.index) if state.node else gpu_id(state.index)
     where = gpu_label(state.index, state.uuid)
     return CheckedResult(name=f"gpu-state-{name}",

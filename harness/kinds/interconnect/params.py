@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from harness.jobs.job import gpu_count_id
+from harness.kinds.interconnect.bounds import INTERCONNECT_BOUNDS
 from harness.plugin.cases import no_cases_param, running_params, selected_gpu_counts
 from harness.plugin.context import SessionContext
 
@@ -20,7 +21,7 @@ def allreduce_params(ctx: SessionContext) -> list[Any]:
     listed skipped, saying why. Only when the profile has an [interconnect] section (like every optional
     section: left out, not checked), or in a calibration session (its figures are what the section's first
     bounds are fitted from)."""
-    if ctx.profile.interconnect is None and not ctx.options.calibration:
+    if ctx.profile.table(INTERCONNECT_BOUNDS) is None and not ctx.options.calibration:
         return [no_cases_param(f"profile {ctx.profile.name} has no [interconnect] section")]
     counts = [n for n in selected_gpu_counts(ctx) if n != 1]
     runs = allreduce_widths(counts, ctx.available_gpus)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.kinds.interconnect.busbw import message_sizes
 from harness.workloads.plan import Device
 
 ALLREDUCE_RESULT_FILE = "allreduce.json"
@@ -25,3 +26,8 @@ class AllReducePlan:
     warmup_iters: int
     run_dir: Path
     run_id: str
+
+    def planned_steps(self) -> list[tuple[str, float]]:
+        """The sweep as one step: its timed seconds per message size."""
+        return [("all-reduce sweep", len(message_sizes(self.min_bytes, self.max_bytes, self.factor))
+                 * self.target_seconds)]

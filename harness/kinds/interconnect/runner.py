@@ -16,6 +16,7 @@ from harness import definitions
 from harness.checks.judged import not_judged
 from harness.jobs.job import KindRunner
 from harness.kinds.interconnect import launch
+from harness.kinds.interconnect.bounds import INTERCONNECT_BOUNDS, TOPOLOGY_BOUNDS
 from harness.kinds.interconnect.busbw import default_max_bytes
 from harness.kinds.interconnect.params import planned_allreduce
 from harness.kinds.interconnect.checks import allreduce_checks, pcie_under_load, topology_checks
@@ -99,7 +100,7 @@ class InterconnectRuns(KindRunner):
     def run_allreduce(self, gpus: int) -> CheckedResult:
         ctx = self.ctx
         run = self.sweep(gpus)
-        bounds = ctx.profile.interconnect
+        bounds = ctx.profile.table(INTERCONNECT_BOUNDS)
         checks = not_judged(allreduce_checks(run, bounds, missing_note=ctx.telemetry_note()),
                             definitions.mismatch("allreduce", ctx.profile.definitions))
         return CheckedResult(name=f"allreduce-{gpus}gpu",
@@ -125,7 +126,7 @@ class InterconnectRuns(KindRunner):
         why = load.why or telemetry.why_not(ctx.telemetry_note())
         self.topology["pcie_under_load"] = loaded
         self.topology["pcie_load"] = load_name
-        bounds = ctx.profile.topology
+        bounds = ctx.profile.table(TOPOLOGY_BOUNDS)
         checks = topology_checks(self.topology, bounds, loaded,
                                  load_note=f"no PCIe reading under load ({load_name}): {why}")
         return CheckedResult(name="topology", context=f"{ctx.profile.name}, topology, {gpus} GPUs", checks=checks,

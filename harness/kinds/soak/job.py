@@ -4,6 +4,7 @@ session.json's ``soak``. It has no page section of its own: its test's checks ar
 from __future__ import annotations
 
 from harness.jobs.job import Job, Requirement
+from harness.kinds.soak.bounds import SOAK_BOUNDS
 from harness.kinds.soak.options import SOAK_OPTION
 from harness.kinds.soak.runner import SoakRunner
 
@@ -15,4 +16,4 @@ def _soak(need: Requirement) -> list[str]:
 
 
 SOAK = Job(name="soak", tests=("test_soak",), level="long", required=_soak, section=SECTION, runner=SoakRunner,
-           options=(SOAK_OPTION,))
+           options=(SOAK_OPTION,), bounds=SOAK_BOUNDS)

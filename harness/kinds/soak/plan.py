@@ -26,3 +26,7 @@ class SoakPlan:
     warmup_seconds: float
     run_dir: Path
     run_id: str
+
+    def planned_steps(self) -> list[tuple[str, float]]:
+        """The burn-in as one step: its warmup and its duration."""
+        return [(f"soak {self.model} {self.precision}", self.warmup_seconds + self.duration_seconds)]

@@ -11,6 +11,7 @@ from harness.plugin.results import CheckedResult
 from harness.plugin.specs import launch_settings, warmup_seconds
 from harness.jobs.job import KindRunner
 from harness.kinds.soak import launch
+from harness.kinds.soak.bounds import SOAK_BOUNDS
 from harness.kinds.soak.checks import soak_checks
 from harness.kinds.soak.options import SOAK_OPTION
 from harness.kinds.soak.spec import SoakSpec
@@ -62,11 +63,12 @@ class SoakRunner(KindRunner):
         run = launch.run_soak(spec, ctx.log_dir(spec.case_id), run_id=f"{ctx.run_id}-{spec.case_id}",
                             on_progress=self.say)
         self.run = run
-        checks = soak_checks(run, ctx.profile.soak, ctx.profile.bounds(spec.model, spec.precision),
+        bounds = ctx.profile.table(SOAK_BOUNDS)
+        checks = soak_checks(run, bounds, ctx.profile.bounds(spec.model, spec.precision),
                              missing_note=ctx.telemetry_note())
         ranks = f"{spec.world_size} {ctx.rank_unit}{'' if spec.world_size == 1 else 's'}"
         return CheckedResult(name=spec.case_id, checks=checks, log_dir=ctx.log_dir(spec.case_id),
-                             bounds=ctx.profile.soak.to_dict() if ctx.profile.soak is not None else None,
+                             bounds=bounds.to_dict() if bounds is not None else None,
                              context=f"{ctx.profile.name}, soak {spec.model} {spec.precision}, {ranks}, "
                                      f"{run.spec.duration_s:.0f} s",
                              data={"soak": run.to_dict(), "record": {"run_id": run.run_id, "telemetry": run.telemetry}})

@@ -22,7 +22,8 @@ from harness.node.hardware import Hardware, HardwareError
 from harness.node.presence import DeviceChoiceError, choose_device
 from harness.profile.match import check_homogeneous, select_profile
 from harness.profile.bounds import Profile
-from harness.profile.load import ThresholdError, default_thresholds_dir, load_profile
+from harness.kinds.shipped import load_shipped_profile
+from harness.profile.load import ThresholdError, default_thresholds_dir
 from harness.tools.batchsize.search import DEFAULT_MEMORY_FRACTION
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.bounds import Margins
@@ -136,7 +137,7 @@ def valid_profiles(directories: Sequence[Path]) -> list[Profile]:
                 continue
             seen.add(path.resolve())
             try:
-                profiles.append(load_profile(path))
+                profiles.append(load_shipped_profile(path))
             except ThresholdError:
                 continue  # an invalid file can neither lend its numbers nor be selected
     return profiles

@@ -14,7 +14,8 @@ from typing import Any, Mapping, Sequence
 from harness.definitions import current_id
 from harness.node.hardware import Hardware
 from harness.profile.bounds import Profile
-from harness.profile.load import ThresholdError, load_profile
+from harness.kinds.shipped import load_shipped_profile
+from harness.profile.load import ThresholdError
 from harness.files import write_json_atomic
 from harness.tools.calibrate import CalibrationError
 from harness.tools.calibrate.bounds import CaseMeasurement, DerivedBounds
@@ -339,11 +340,11 @@ def _case_lines(plan: CalibrationPlan, case: CaseMeasurement, b: DerivedBounds, 
 
 
 def validate_profile_text(text: str, name: str) -> Profile:
-    """The Profile the text loads as (harness.profile.schema.load_profile), or ThresholdError."""
+    """The Profile the text loads as (harness.kinds.shipped.load_shipped_profile), or ThresholdError."""
     with tempfile.TemporaryDirectory(prefix="harness-calibrate-") as scratch:
         path = Path(scratch) / f"{name}.toml"
         path.write_text(text, encoding="utf-8")
-        return load_profile(path)
+        return load_shipped_profile(path)
 
 
 def write_profile(text: str, path: Path, *, force: bool) -> None:

@@ -13,7 +13,8 @@ from harness.cases import remeasure_of
 from harness.kinds.ddp_scaling import checks as scaling_checks
 from harness.checks.confirm import MAX_REMEASURES, window_settled
 from harness.definitions import current_id
-from harness.profile.bounds import CaseBounds, ComponentBounds
+from harness.kinds.components.bounds import ComponentBounds
+from harness.profile.bounds import CaseBounds
 from harness.records import RunRecord
 from harness.results.reading import as_dict, as_int, as_list, as_number, as_text
 from harness.run_directory import SESSION_FILE, RecordError, RunDirectoryError, read_run_directory, run_record
