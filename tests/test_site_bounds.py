@@ -109,3 +109,18 @@ def test_a_kinds_table_cannot_take_a_name_of_the_profiles_own():
     node = BoundsTable(name="node", fields=SCRATCH, shipped=True)
     with pytest.raises(ValueError, match=r"\[node\] takes a name of the profile's own top level"):
         load_profile(Path("unread.toml"), (node,), sites_declared=False)
+
+
+def test_a_kind_that_refuses_its_checked_values_is_one_problem_line(tmp_path):
+    """A site's ``build`` may relate two keys (its own rule): a ValueError it raises refuses the profile naming the
+    table, as any other problem of the file, never a traceback."""
+    def positive_margin(values):
+        if values["min_write_gbps"] > 4:
+            raise ValueError("min_write_gbps above 4 GB/s was never measured on this scratch system")
+        return values
+
+    strict = BoundsTable(name="scratch", fields=SCRATCH, build=positive_margin)
+    with pytest.raises(ThresholdError) as raised:
+        load_profile(_write(tmp_path, TABLE), (*BOUNDS_TABLES, strict), sites_declared=True)
+    assert str(raised.value).endswith("cpu-test.toml: site.scratch: its kind refuses these bounds: min_write_gbps "
+                                      "above 4 GB/s was never measured on this scratch system")

@@ -58,8 +58,8 @@ def _case_bounds(model: str, precision: str, case: Mapping[str, Any], defaults: 
                       references=references, **values)
 
 
-def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any], tables: Sequence[BoundsTable],
-                   site: Mapping[str, dict[str, Any]]) -> Profile:
+def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any], kinds: Mapping[str, Any],
+                   site: Mapping[str, Any]) -> Profile:
     hardware = checked["hardware"]
     defaults = checked["defaults"]
     cases = {(model, precision): _case_bounds(model, precision, case, defaults)
@@ -82,10 +82,8 @@ def _build_profile(path: Path, data: bytes, raw: dict, checked: Mapping[str, Any
         stack=MeasuredStack(**checked["stack"]) if "stack" in checked else None,
         node=_node_shape(checked["node"]) if "node" in checked else None,
         definitions=dict(checked.get("definitions", {})),
-        tables={table.name: table.build(checked[table.name]) for table in tables
-                if table.shipped and table.name in checked},
-        site={name: next(t for t in tables if not t.shipped and t.name == name).build(values)
-              for name, values in site.items()},
+        tables=dict(kinds),
+        site=dict(site),
     )
 
 
@@ -195,6 +193,16 @@ def _site_bounds(checked: Mapping[str, Any], tables: Sequence[BoundsTable], repo
     return found
 
 
+def _built(table: BoundsTable, values: Mapping[str, Any], report: ProblemReport) -> Any:
+    """What the kind's ``build`` makes of its checked table; a build that refuses the values (a site's own rule
+    relating two keys) is one problem line naming the table, not a traceback."""
+    try:
+        return table.build(values)
+    except (TypeError, ValueError) as err:
+        report.add(tuple(table.heading.strip("[]").split(".")), f"its kind refuses these bounds: {err}")
+        return None
+
+
 def _refuse_clashes(tables: Sequence[BoundsTable]) -> None:
     """A kind's table may take neither a name of the profile's own top level nor one another kind took: its keys
     would be checked against the wrong fields. A programming error of the kind's declaration, raised as such."""
@@ -232,7 +240,13 @@ def load_profile(path: str | os.PathLike[str], tables: Sequence[BoundsTable], *,
     site = _site_bounds(checked, tables, report) if sites_declared else {}
     if report.lines:
         raise ThresholdError(path, report.lines)
-    return _build_profile(path, data, raw, checked, tables, site)
+    kinds = {table.name: _built(table, checked[table.name], report) for table in tables
+             if table.shipped and table.name in checked}
+    site = {name: _built(next(t for t in tables if not t.shipped and t.name == name), values, report)
+            for name, values in site.items()}
+    if report.lines:
+        raise ThresholdError(path, report.lines)
+    return _build_profile(path, data, raw, checked, kinds, site)
 
 
 def load_profiles(directory: str | os.PathLike[str], tables: Sequence[BoundsTable], *,
