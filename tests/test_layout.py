@@ -400,6 +400,23 @@ def test_a_kinds_spec_and_plan_live_in_its_folder():
     assert elsewhere == {"harness.launch.spec.BenchmarkSpec"}
 
 
+def test_the_profile_package_names_no_kinds_table_or_key():
+    """Each kind declares its own bounds table (harness/kinds/<kind>/bounds.py, ``Job.bounds``) and the loader is
+    handed them: nothing in harness/profile/ spells a shipped kind's table or one of its keys (issue 29 item 2)."""
+    from harness.kinds.shipped import BOUNDS_TABLES
+    from harness.profile.schema import TOP_LEVEL_FIELDS
+
+    own = {spec.key for spec in TOP_LEVEL_FIELDS} | {"source"}
+    keys = {spec.key for table in BOUNDS_TABLES for spec in table.fields}
+    spelt = ({table.name for table in BOUNDS_TABLES} | keys) - own
+    assert {"interconnect", "components", "min_allreduce_busbw_gbps", "require_ecc"} <= spelt
+    offenders = [f"{name}:{node.lineno}: {node.value!r}" for name, path in MODULES.items()
+                 if name.startswith("harness.profile") for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                 and any(word in spelt for word in node.value.replace(".", " ").split())]
+    assert offenders == []
+
+
 def test_launch_and_workloads_read_no_field_of_a_kinds_plan():
     """The heartbeat tells a launch's steps from plan.json's ``steps``, which each kind's plan says of itself
     (``planned_steps``): nothing in launch/ or workloads/ spells a field only a kind's plan has (the soak's

@@ -40,6 +40,9 @@ class Field:
     """The keys of a nested table (kind TABLE)."""
     inherit: bool = False
     """A case bound that [defaults] may set for every case."""
+    formerly: tuple[str, ...] = ()
+    """Names the key had in the first design sketch (docs), which a hand-written file may still use: such a key is
+    refused, pointing to this one."""
 
 
 def _apply(rule: Rule | None, value: Any, where: KeyPath, report: ProblemReport) -> Any:

@@ -168,6 +168,7 @@ CASE_FIELDS = (  # a table by GPU count holds a bound per shape measured: GPUs a
     Field(key="batch_size_per_gpu", kind=INTEGER, required=True, rule=at_least(1, " (samples per GPU per step)"),
           doc="samples per GPU per step of the weak-scaling runs"),
     Field(key="min_samples_per_sec_per_gpu", kind=BOUND_BY_GPUS_AT_ONCE, rule=greater_than(0, " (samples/s per GPU)"),
+          formerly=("min_throughput_per_gpu",),
           doc="GPUs at once -> lowest throughput of each GPU in the 1-GPU case run on that many GPUs at once, "
               "samples/s"),
     Field(key="min_weak_efficiency", kind=FRACTION_BY_GPU_COUNT, rule=_EFFICIENCY, inherit=True,
@@ -277,20 +278,13 @@ SECTIONS: dict[str, tuple[Field, ...]] = {
 """Every table of the profile's own schema, by how the README and error messages name it; a kind's tables are its
 own (``sections_of``)."""
 
-_RENAMED_KEYS = {
-    # Names from the first design sketch (docs), which a hand-written file may still use.
-    "min_throughput_per_gpu": "min_samples_per_sec_per_gpu",
-    "min_allreduce_busbw": "min_allreduce_busbw_gbps",
-}
-
-
 def _unknown(key: str, allowed: Iterable[str], *, noun: str = "key", fields: Sequence[Field] = (),
              sections: Mapping[str, Sequence[Field]] = {}) -> str:
     """'unknown key; allowed keys here: ...', plus the likeliest intended key or where it belongs."""
     allowed = list(allowed)
     listing = f"allowed {noun}s here" if noun == "key" else f"known {noun}s"
     text = f"unknown {noun}; {listing}: {', '.join(allowed)}"
-    intended = _RENAMED_KEYS.get(key)
+    intended = next((spec.key for spec in fields if key in spec.formerly), None)
     if intended not in allowed:
         close = difflib.get_close_matches(key, allowed, n=1)
         intended = close[0] if close else None

@@ -14,7 +14,8 @@ from harness.profile.tables import BoundsTable, References, split_references
 INTERCONNECT_FIELDS = (
     Field(key="min_allreduce_busbw_gbps", kind=BOUND_BY_GPU_COUNT, required=True, rule=greater_than(0, " GB/s"),
           doc="GPU count (>= 2) -> lowest all-reduce bus bandwidth, GB/s (10^9 bytes/s): a number, or "
-              "{ ref, tol, hosts, runs, spread } as harness calibrate-fit writes it"),
+              "{ ref, tol, hosts, runs, spread } as harness calibrate-fit writes it",
+          formerly=("min_allreduce_busbw",)),
     SOURCE_FIELD,
 )
 
