@@ -178,10 +178,10 @@ def _parse(path: Path, report: ProblemReport) -> tuple[bytes, dict] | None:
     return data, raw
 
 
-def _site_bounds(checked: Mapping[str, Any], tables: Sequence[BoundsTable], report: ProblemReport) -> dict[str, dict]:
-    """Each ``[site.<table>]`` checked against the fields its kind declares; a table no kind of the session declares
-    is a problem (a misspelt name would otherwise leave the kind without its bounds)."""
-    declared = {table.name: table for table in tables if not table.shipped}
+def _site_bounds(checked: Mapping[str, Any], declared: Mapping[str, BoundsTable],
+                 report: ProblemReport) -> dict[str, dict]:
+    """Each ``[site.<table>]`` checked against the fields its kind declares (``declared``, by name); a table no kind
+    of the session declares is a problem (a misspelt name would otherwise leave the kind without its bounds)."""
     found: dict[str, dict[str, Any]] = {}
     for name, table in checked.get(SITE_TABLES, {}).items():
         if name not in declared:
@@ -237,13 +237,13 @@ def load_profile(path: str | os.PathLike[str], tables: Sequence[BoundsTable], *,
         raise ThresholdError(path, report.lines)
     checked = check_table(raw, top_level_fields(tables), (), report)
     rules.check_relations(raw, checked, path.stem, report)
-    site = _site_bounds(checked, tables, report) if sites_declared else {}
+    declared = {table.name: table for table in tables if not table.shipped}
+    site = _site_bounds(checked, declared, report) if sites_declared else {}
     if report.lines:
         raise ThresholdError(path, report.lines)
     kinds = {table.name: _built(table, checked[table.name], report) for table in tables
              if table.shipped and table.name in checked}
-    site = {name: _built(next(t for t in tables if not t.shipped and t.name == name), values, report)
-            for name, values in site.items()}
+    site = {name: _built(declared[name], values, report) for name, values in site.items()}
     if report.lines:
         raise ThresholdError(path, report.lines)
     return _build_profile(path, data, raw, checked, kinds, site)

@@ -72,3 +72,13 @@ def split_references(table: Mapping[str, Any]) -> tuple[dict[str, Any], Referenc
         else:
             values[key] = value
     return values, references
+
+
+def with_references(bounds: Callable[..., Bounds]) -> Callable[[Mapping[str, Any]], Bounds]:
+    """A ``build`` for a bounds dataclass with a ``references`` field: each bound written as ``{ ref, tol }`` becomes
+    its limit (``split_references``), its reference kept beside it."""
+    def build(checked: Mapping[str, Any]) -> Bounds:
+        values, references = split_references(checked)
+        return bounds(**values, references=references)
+
+    return build

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
 
 from harness.catalog import GEMM_DTYPES
 from harness.profile.bounds import JsonForm, ReferencedBounds
 from harness.profile.kinds import BOUND_BY_GPUS_AT_ONCE, NUMBER, Field
 from harness.profile.schema import SOURCE_FIELD, TABLE, greater_than
-from harness.profile.tables import BoundsTable, References, split_references
+from harness.profile.tables import BoundsTable, References, with_references
 
 _GBPS, _TFLOPS = greater_than(0, " GB/s"), greater_than(0, " TFLOP/s")
 _BY_GEMM_DTYPE = tuple(Field(key=dtype, kind=NUMBER, rule=_TFLOPS, doc=f"{dtype}, TFLOP/s") for dtype in GEMM_DTYPES)
@@ -66,10 +65,6 @@ class ComponentBounds(JsonForm, ReferencedBounds):
     """The bounds above written as a reference and a tolerance."""
 
 
-def _components(checked: Mapping[str, Any]) -> ComponentBounds:
-    values, references = split_references(checked)
-    return ComponentBounds(**values, references=references)
-
-
 COMPONENTS_BOUNDS: BoundsTable[ComponentBounds] = BoundsTable(
-    name="components", fields=COMPONENTS_FIELDS, build=_components, doc="per-GPU component bounds", shipped=True)
+    name="components", fields=COMPONENTS_FIELDS, build=with_references(ComponentBounds),
+    doc="per-GPU component bounds", shipped=True)

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
 
 from harness.profile.bounds import JsonForm, ReferencedBounds
 from harness.profile.kinds import BOOLEAN, BOUND_BY_GPU_COUNT, INTEGER, STRING, Field
 from harness.profile.schema import SOURCE_FIELD, at_least, between, greater_than, one_of
-from harness.profile.tables import BoundsTable, References, split_references
+from harness.profile.tables import BoundsTable, References, with_references
 
 INTERCONNECT_FIELDS = (
     Field(key="min_allreduce_busbw_gbps", kind=BOUND_BY_GPU_COUNT, required=True, rule=greater_than(0, " GB/s"),
@@ -31,13 +30,9 @@ class InterconnectBounds(JsonForm, ReferencedBounds):
     """The bounds above written as a reference and a tolerance (fitted across hosts by calibrate-fit)."""
 
 
-def _interconnect(checked: Mapping[str, Any]) -> InterconnectBounds:
-    values, references = split_references(checked)
-    return InterconnectBounds(**values, references=references)
-
-
 INTERCONNECT_BOUNDS: BoundsTable[InterconnectBounds] = BoundsTable(
-    name="interconnect", fields=INTERCONNECT_FIELDS, build=_interconnect, doc="all-reduce bounds", shipped=True)
+    name="interconnect", fields=INTERCONNECT_FIELDS, build=with_references(InterconnectBounds), doc="all-reduce bounds",
+    shipped=True)
 
 NVLINK_WHEN = ("always", "multi_gpu")
 
