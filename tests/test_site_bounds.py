@@ -106,9 +106,13 @@ def test_a_kinds_key_in_the_wrong_table_is_pointed_to_its_kinds_table(tmp_path):
 
 
 def test_a_kinds_table_cannot_take_a_name_of_the_profiles_own():
+    """Refused as the session gathers its jobs (a usage error there, harness/plugin/levels.py), and by the loader."""
     node = BoundsTable(name="node", fields=SCRATCH, shipped=True)
     with pytest.raises(ValueError, match=r"\[node\] takes a name of the profile's own top level"):
         load_profile(Path("unread.toml"), (node,), sites_declared=False)
+    job = Job(name="node table", tests=("test_n",), level="quick", required=lambda need: [], bounds=node)
+    with pytest.raises(ValueError, match=r"\[node\] takes a name of the profile's own top level"):
+        with_site_jobs([job], JOBS)
 
 
 def test_a_kind_that_refuses_its_checked_values_is_one_problem_line(tmp_path):

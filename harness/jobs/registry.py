@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 from harness.jobs.job import Job, Requirement, level_rank
 from harness.profile.bounds import Profile
+from harness.profile.load import refuse_clashes
 
 NOT_COLLECTED = " (acceptance/ lacks {test}, or it was not collected)"
 
@@ -56,6 +57,7 @@ def with_site_jobs(added: Iterable[object], jobs: Sequence[Job] = ()) -> tuple[J
             raise ValueError(f"pytest_harness_jobs: job {job.name!r} claims {claimed[0][0]}, which job "
                              f"{claimed[0][1]!r} owns")
         merged.append(job)
+    refuse_clashes([job.bounds for job in merged if job.bounds is not None])
     return tuple(merged)
 
 

@@ -203,7 +203,7 @@ def _built(table: BoundsTable, values: Mapping[str, Any], report: ProblemReport)
         return None
 
 
-def _refuse_clashes(tables: Sequence[BoundsTable]) -> None:
+def refuse_clashes(tables: Sequence[BoundsTable]) -> None:
     """A kind's table may take neither a name of the profile's own top level nor one another kind took: its keys
     would be checked against the wrong fields. A programming error of the kind's declaration, raised as such."""
     own = {spec.key for spec in TOP_LEVEL_FIELDS}
@@ -222,7 +222,7 @@ def load_profile(path: str | os.PathLike[str], tables: Sequence[BoundsTable], *,
     built as the kind declares it. ``sites_declared``: ``tables`` hold every ``[site.<table>]`` of the session's
     kinds, so one they lack is refused (a session's load); False: ``[site.*]`` is checked for its shape alone
     (``harness thresholds check``, the tools), and ``Profile.site`` stays empty."""
-    _refuse_clashes(tables)
+    refuse_clashes(tables)
     path = Path(path)
     report = ProblemReport(label=str(path), sections=sections_of(tables))
     parsed = _parse(path, report)
